@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Sets up, then runs every check CI runs: notebooks/library in step, module-notebook tests, pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+# the browser test drives Debian's chromium with Playwright (no browser download)
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) >/dev/null
+  else
+    echo "chromium is missing: install it (apt-get install chromium) to run the browser test" >&2; exit 1
+  fi
+fi
+bash scripts/check_sync.sh
+echo "== module notebooks (nbdev-test, slow cells included)"
+.venv/bin/nbdev-test --flags slow
+echo "== pytest"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"
