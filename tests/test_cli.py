@@ -68,3 +68,33 @@ def test_ci_fails_when_a_notebook_and_its_export_disagree(tmp_path):
     lib.write_text(lib.read_text().replace("def check_step_counts", "def check_step_counts_edited_by_hand"))
     bad = subprocess.run(["bash", "scripts/check_sync.sh"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert bad.returncode == 1 and "distlab/guards.py" in bad.stdout, bad.stdout + bad.stderr
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+def _rank_lines(text: str) -> list[str]:
+    "What the ranks printed (torchrun's banner left out). Bare torchrun can run two ranks' lines together, so match records, not lines."
+    import re
+    return sorted(re.findall(r"rank \d+(?:: \[[^\]]*\]| says hello on stderr)", text))
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exit_code", [0, 7])
+def test_launch_matches_bare_torchrun_on_a_script_that_works(tmp_path, exit_code):
+    bare = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
+                           str(SCRIPTS / "user_ok.py"), str(exit_code)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    ours = distlab("launch", "--nproc", 2, SCRIPTS / "user_ok.py", exit_code, cwd=tmp_path, timeout=120)
+    assert ours.returncode == bare.returncode == (0 if exit_code == 0 else 1)  # torchrun reports a failed rank as 1
+    assert _rank_lines(ours.stdout) == _rank_lines(bare.stdout) == ["rank 0: [0.0, 3.0, 6.0, 9.0]", "rank 1: [0.0, 3.0, 6.0, 9.0]"]
+    assert _rank_lines(ours.stderr) == ["rank 0 says hello on stderr", "rank 1 says hello on stderr"]
+    assert [l for l in bare.stderr.splitlines() if "says hello" in l] != []  # bare torchrun shows it too
+
+@pytest.mark.slow
+def test_launch_diagnoses_a_users_rank_conditional_collective(tmp_path):
+    p = distlab("launch", "--nproc", 2, "--json", SCRIPTS / "user_ddp_eval_on_rank0.py", "--steps", 6, cwd=tmp_path, timeout=180)
+    assert p.returncode == 3, p.stdout + p.stderr   # stopped by distlab after a diagnosis
+    res = json.loads(p.stdout)
+    d = res["diagnosis"]
+    assert res["status"] == "hung" and d["culprit_ranks"] == [0], d
+    text = d["explanation"] + json.dumps(d["ranks"])
+    assert "all_reduce" in text
+    assert d["collective"]["culprit_site"] == "user_ddp_eval_on_rank0.py:24", d["collective"]  # the all_reduce in validate()
+    gone_within(res["run_id"], 5)
