@@ -1,5 +1,6 @@
-"""Measures the live collective watch: step-time overhead of the ledger on a DDP loop (shim vs bare, side by
-side in one run) and the time from a rank's divergence to the watcher's diagnosis at world size 4.
+"""Measures the live collective watch: the ledger's cost per collective and per DDP step (in one process,
+recorded and pass-through calls interleaved), the step time of a 2-rank DDP loop bare vs under the shim
+(torchrun, alternating), and the time from a rank's divergence to the watcher's diagnosis at world size 4.
 
     .venv/bin/python benchmarks/bench_watch.py [--steps 400] [--rounds 3]
 """
@@ -65,9 +66,53 @@ def latency(script, nproc):
             "diverge_to_diagnosis_s": round(t_diag - t_div, 2), "stall_after_s": w.stall_after_s}
 
 
+INPROC = r"""
+import os, sys, json, tempfile, time, statistics
+d = tempfile.mkdtemp(); os.environ.update(DISTLAB_RUN_DIR=d, RANK="0")
+import torch, torch.distributed as dist
+torch.set_num_threads(1)
+dist.init_process_group("gloo", init_method=f"file://{d}/store", world_size=1, rank=0)
+from distlab import ledger
+ledger.install()
+tl = ledger.LEDGER.tl
+t = torch.ones(1)
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
+    torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)))
+x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+def colls(n=500):
+    t0 = time.perf_counter()
+    for _ in range(n): dist.all_reduce(t)
+    return (time.perf_counter() - t0) / n
+def steps(n=20):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        loss = torch.nn.functional.cross_entropy(model(x), y); model.zero_grad(); loss.backward()
+    return (time.perf_counter() - t0) / n
+res = {k: [] for k in ("coll_pass", "coll_rec", "step_pass", "step_rec")}
+for _ in range(30):
+    for depth, tag in ((1, "pass"), (0, "rec")):
+        tl.depth = depth; res["coll_" + tag].append(colls()); res["step_" + tag].append(steps())
+tl.depth = 0
+m = {k: min(v) for k, v in res.items()}  # min over rounds: least disturbed by other load
+print(json.dumps({"per_collective_us": round((m["coll_rec"] - m["coll_pass"]) * 1e6, 1),
+                  "all_reduce_us_pass_through": round(m["coll_pass"] * 1e6, 1),
+                  "ddp_step_ms_pass_through": round(m["step_pass"] * 1e3, 3), "ddp_step_ms_recorded": round(m["step_rec"] * 1e3, 3),
+                  "ddp_step_overhead_pct": round((m["step_rec"] / m["step_pass"] - 1) * 100, 2)}))
+dist.destroy_process_group()
+"""
+
+
+def inproc():
+    "The ledger's own cost: recorded vs pass-through (the wrappers with recording off), interleaved in one process."
+    out = subprocess.run([sys.executable, "-c", INPROC], cwd=REPO, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(); ap.add_argument("--steps", type=int, default=400); ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
-    results = {"overhead": overhead(a.steps, a.rounds),
+    results = {"ledger_in_process": inproc(), "ddp_loop_torchrun_world2": overhead(a.steps, a.rounds),
                "latency": [latency("ddp_uneven.py", 4), latency("sleeper.py", 4)]}
     print(json.dumps(results, indent=1))

@@ -5,10 +5,10 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/45_catalogue.ipynb #1bf543fe
+# %% ../nbs/45_catalogue.ipynb #367361c0
 from .scenarios import Scenario, Variant, Expect, register
 
-# %% ../nbs/45_catalogue.ipynb #4d24d301
+# %% ../nbs/45_catalogue.ipynb #666ca7a6
 register(Scenario(
     id="uneven-batches", title="Uneven batches: one rank runs out of data first", family="hangs",
     seeds=("002", "004", "001"),
@@ -28,4 +28,151 @@ register(Scenario(
                           params={"even": False, "steps": 8}, expect=Expect(status="hung", kind="mismatch", culprits="last")),
         "fixed": Variant(name="fixed", description="DistributedSampler(drop_last=True) and a step-count check before and after the loop",
                          params={"even": True, "steps": 8}, expect=Expect(status="ok", equal_steps=True)),
+    }))
+
+# %% ../nbs/45_catalogue.ipynb #5f7c2860
+register(Scenario(
+    id="rank-conditional-collective", title="Rank-conditional collective: rank 0 evaluates, and evaluating all-reduces",
+    family="hangs", seeds=("002", "003"),
+    symptom="Training hangs at the first evaluation: the last line rank 0 printed is the step before it, no "
+            "error anywhere, every process alive; with NCCL, 10 to 30 minutes later every rank reports a watchdog "
+            "timeout on some ALLREDUCE sequence number.",
+    explanation="Only rank 0 evaluates, and the evaluation helper ends with `dist.all_reduce` of its metrics. "
+                "Collectives are matched by position, not by name: that all-reduce becomes rank 0's N-th "
+                "collective, while the other ranks' N-th collective is the next step's gradient all-reduce, so a "
+                "3-number tensor meets a gradient bucket and no rank can finish (depending on the backend, the "
+                "ranks wait forever, fail with a size error, or corrupt memory). The fix is symmetry: every rank "
+                "evaluates its share and every rank calls the all-reduce; code that only rank 0 runs (printing, "
+                "saving) contains no collective and uses `model.module`, not the DDP wrapper. Guide 002's "
+                "barriers around the rank-0 section are worth keeping, since the others then wait in a barrier "
+                "instead of a gradient all-reduce, but they do not make a collective inside `if rank == 0:` legal "
+                "(a barrier inside the branch is itself an unmatched collective), and rank-0 work longer than the "
+                "process-group timeout still kills the job at the second barrier.",
+    rank_fn="distlab.hangs:rank_conditional_collective",
+    train={"data": {"samples": 128, "batch_size": 8}},
+    variants={
+        "broken": Variant(name="broken", description="`if rank == 0:` evaluate, and the evaluation all-reduces its metrics",
+                          params={"symmetric": False, "eval_every": 2, "val_samples": 64},
+                          expect=Expect(status="hung", kind="mismatch", culprits=(0,))),
+        "fixed": Variant(name="fixed", description="every rank evaluates and all-reduces; rank 0 only prints, between two barriers",
+                         params={"symmetric": True, "eval_every": 2, "val_samples": 64},
+                         expect=Expect(status="ok", equal_steps=True)),
+    }))
+
+# %% ../nbs/45_catalogue.ipynb #898318c8
+register(Scenario(
+    id="collective-mismatch", title="Collective mismatch: ranks gather tensors of different shapes",
+    family="hangs", seeds=("003",),
+    symptom="The job hangs (or one rank fails with a gloo error about sizes while the others wait) at the end of "
+            "validation, where per-sample predictions are gathered; it depends on the dataset size, so it "
+            "appears after someone changes the data.",
+    explanation="Every rank gathers its per-sample predictions with `dist.all_gather`, and the validation set was "
+                "split by hand, so the last rank has one sample fewer and passes a shorter tensor. all_gather "
+                "moves fixed-size buffers: every rank must pass the same shape and dtype, and the N-th "
+                "collective of every rank must be the same op (guide 003's 'different code paths across ranks' "
+                "applies to the order of collectives as much as to the forward pass). When they differ, some "
+                "ranks may fail with a size error while others wait, or the job hangs, or (NCCL) data is "
+                "silently wrong. distlab compares op, shapes and dtype of every rank's N-th collective, so it "
+                "names both sides as soon as the second one starts, before any timeout. The fix: all_gather the "
+                "lengths first, pad to the longest, gather and trim (`gather_ragged`); `all_gather_object` does "
+                "the same for small data at the cost of pickling; padding the split instead (DistributedSampler "
+                "repeats samples) makes some samples count twice in the metric.",
+    rank_fn="distlab.hangs:collective_mismatch",
+    train={"data": {"samples": 128, "batch_size": 8}},
+    variants={
+        "broken": Variant(name="broken", description="all_gather of a tensor sized by this rank's share of the validation set",
+                          params={"pad": False, "val_per_rank": 6},
+                          expect=Expect(status="hung", kind="mismatch", culprits="last")),
+        "fixed": Variant(name="fixed", description="gather the sizes, pad to the longest, gather, trim",
+                         params={"pad": True, "val_per_rank": 6}, expect=Expect(status="ok", equal_steps=True)),
+    }))
+
+# %% ../nbs/45_catalogue.ipynb #2de2bbc0
+register(Scenario(
+    id="stalled-rank", title="Stalled rank: one rank stops in its own code, the others wait in the next all-reduce",
+    family="hangs", seeds=("002", "004"),
+    symptom="Training stops mid-epoch with no error: every process alive, utilisation drops to zero on all "
+            "ranks; 10 to 30 minutes later every rank except one fails with a collective timeout, and the one "
+            "that says nothing is the one that stopped.",
+    explanation="Rank 0's metrics logger holds its lock and, once its buffer is full, calls `flush()`, which asks "
+                "for the same lock; a `threading.Lock` is not reentrant, so the thread waits for itself forever. "
+                "The other ranks finish the step and wait for rank 0 in the next gradient all-reduce. From "
+                "outside this looks exactly like a GPU that stopped answering (an Xid fault, guides 002 and 004) "
+                "or an infinite loop, and the timeout errors come from the ranks that were waiting, not from the "
+                "one that stopped. What finds it is knowing which rank never entered the collective and where its "
+                "Python stack is: distlab takes every rank's stack as soon as a collective has waited "
+                "`stall_after_s`. The fix: never call something that takes a lock while holding it (flush "
+                "outside the lock, or use an RLock), and bound every wait (`lock.acquire(timeout=...)`, "
+                "`queue.get(timeout=...)`) so a future deadlock raises, with a traceback, on the rank that has "
+                "it. Raising the timeouts, as guides 000 and 004 suggest, only makes the silence longer; and "
+                "neither `NCCL_TIMEOUT` nor `NCCL_IB_TIMEOUT` (an InfiniBand retry exponent, not milliseconds) "
+                "is the collective timeout, which is `init_process_group(timeout=...)`.",
+    rank_fn="distlab.hangs:stalled_rank",
+    train={"data": {"samples": 128, "batch_size": 8}},
+    variants={
+        "broken": Variant(name="broken", description="rank 0's logger calls flush() while holding its own non-reentrant lock",
+                          params={"safe": False, "flush_every": 3},
+                          expect=Expect(status="hung", kind="stall", culprits=(0,))),
+        "fixed": Variant(name="fixed", description="flush outside the lock, and every lock wait bounded by a timeout that raises",
+                         params={"safe": True, "flush_every": 3}, expect=Expect(status="ok", equal_steps=True)),
+    }))
+
+# %% ../nbs/45_catalogue.ipynb #2bc563b0
+register(Scenario(
+    id="init-hang", title="Init hang: the script asks for more ranks than torchrun started",
+    family="hangs", seeds=("000", "001", "004"),
+    symptom="Nothing after start-up: every rank sits in `init_process_group` ('stuck at Initializing distributed "
+            "training', guide 000), no error, until the timeout 10 (NCCL) or 30 (gloo) minutes later.",
+    explanation="init_process_group is a rendezvous: every rank registers with a key-value store at "
+                "MASTER_ADDR:MASTER_PORT, and the call returns only when `world_size` ranks have registered. "
+                "torchrun already gives every rank the right RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. This "
+                "script overrides WORLD_SIZE with a number from a pod spec written for a bigger job (guide 000's "
+                "env block), so the ranks that exist wait for ranks that never will. Guides 001, 003 and 004 "
+                "suggest passing a 30-minute `timeout=` to init_process_group: that makes the silence as long as "
+                "the default, not shorter. The fix: call `init_process_group(backend)` without rank, world size "
+                "or address and let torchrun's environment supply them (`world_size=-1`, as in guide 004, means "
+                "the same), and change the number of processes with `--nproc-per-node` / `--nnodes`. distlab "
+                "compares the world size each rank asked for with the ranks launched and names the missing ones "
+                "as soon as every launched rank is waiting; a short `join_timeout_s` bounds the other cases.",
+    rank_fn="distlab.hangs:init_hang",
+    train={"data": {"samples": 128, "batch_size": 8}},
+    launch_options={"join_timeout_s": 10.0},
+    variants={
+        "broken": Variant(name="broken", description="os.environ['WORLD_SIZE'] = '8' before init_process_group",
+                          params={"world_size": 8}, expect=Expect(status="hung", kind="never-joined")),
+        "fixed": Variant(name="fixed", description="init_process_group(backend): rank and world size from torchrun's environment",
+                         params={}, expect=Expect(status="ok", equal_steps=True)),
+    }))
+
+# %% ../nbs/45_catalogue.ipynb #5eaf1fdd
+register(Scenario(
+    id="dataloader-worker-crash", title="DataLoader worker killed by a signal on one rank",
+    family="hangs", seeds=("003", "002"),
+    symptom="One rank fails with `RuntimeError: DataLoader worker (pid N) is killed by signal: Killed.`; the "
+            "other ranks, waiting in the next all-reduce, fail with connection errors or hang until the timeout, "
+            "and the guides describe it as 'hangs at random iterations'.",
+    explanation="A DataLoader worker is a child process. Here one of the last rank's workers is killed while "
+                "decoding a corrupt sample, standing in for a native decoder crash or the kernel's OOM killer. "
+                "PyTorch notices by itself: its SIGCHLD handler raises in the rank's main process at once, so "
+                "with current PyTorch a killed worker does not hang the loader. The job hangs or fails "
+                "confusingly because of the collective rule: the failed rank never reaches the next all-reduce, "
+                "and its peers wait for it there (NCCL until the timeout; gloo errors when the connection "
+                "closes). Of the guides' advice, `timeout=` on the DataLoader (002, 003) does nothing for a "
+                "killed worker: it bounds the wait for a worker that is alive but stuck (a deadlock after fork, "
+                "a hung network read), so it is kept in the fixed variant only as insurance. "
+                "`persistent_workers=False` and the spawn context address fork problems, not kills; fewer "
+                "workers and a larger /dev/shm help when the killer is the OOM killer or a full /dev/shm (then "
+                "the signal is 'Bus error'); `CUDA_LAUNCH_BLOCKING=1` (003) has nothing to do with shared "
+                "memory. What fixes a bad sample is finding it: check the data cheaply and drop bad samples "
+                "before the split, identically on every rank; dropping one only on the rank that hits it would "
+                "give that rank fewer batches and turn the crash into an uneven-batches hang.",
+    rank_fn="distlab.hangs:dataloader_worker_crash",
+    train={"data": {"samples": 256, "batch_size": 8, "num_workers": 2}},
+    variants={
+        "broken": Variant(name="broken", description="a sample in step 3's batch on the last rank kills the worker that loads it",
+                          params={"clean": False, "crash_step": 3},
+                          expect=Expect(status="failed", kind="rank-died", culprits="last")),
+        "fixed": Variant(name="fixed", description="corrupt samples found by a cheap check and dropped before DistributedSampler, on every rank; DataLoader timeout as insurance",
+                         params={"clean": True, "crash_step": 3, "timeout_s": 60},
+                         expect=Expect(status="ok", equal_steps=True)),
     }))

@@ -1,0 +1,96 @@
+"""Measure distlab's targets side by side in one run and report each as value, goal, met.
+
+    python benchmarks/run.py [--json] [--repeats N] [--write BENCHMARKS.md]
+
+Targets (issue 3 and the design card):
+- diagnosis latency: seconds from the moment a rank diverges to the watcher's diagnosis, world 4, gloo, defaults (<= 5 s)
+- watch overhead: DDP step time watched / unwatched - 1, same script, runs interleaved (<= 2 %)
+- launcher wall time: `launch(watch=True)` wall time / bare torchrun's on the same script (<= 1.05x)
+"""
+import argparse, json, platform, re, statistics, subprocess, sys, tempfile, time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LOOP = HERE / "ddp_loop.py"
+sys.path.insert(0, str(HERE.parent))
+from distlab.launch import launch  # noqa: E402
+
+def _why(res) -> str:
+    d = res.diagnosis
+    return f"status {res.status}, failure {res.failure}, diagnosis {d.text()[:800] if d else None}, run dir {res.run_dir}"
+
+def _stdout(run_dir) -> str:
+    return "\n".join(p.read_text() for p in sorted(Path(run_dir, "logs").glob("rank*.stdout")))
+
+def diagnosis_latency(how: str, root: Path, repeats: int) -> list[float]:
+    "Seconds from the divergence to the diagnosis, one per repeat."
+    out = []
+    for _ in range(repeats):
+        t_diag = {}
+        run = launch(LOOP, ["--steps", "60", "--warmup", "5", "--width", "64", "--diverge-at", "20", "--how", how],
+                     nproc=4, runs_root=root, timeout_s=120, on_diagnosis=lambda d: t_diag.setdefault("t", time.time()))
+        res = run.wait()
+        m = re.search(r"DIVERGE_T (\S+)", _stdout(res.run_dir))
+        if res.diagnosis is None or not m or "t" not in t_diag:
+            raise RuntimeError(f"{how}: no diagnosis: {_why(res)}")
+        out.append(round(t_diag["t"] - float(m.group(1)), 3))
+    return out
+
+def step_ms(watch: bool, root: Path) -> float:
+    "Mean DDP step time across ranks (ms), watched or not."
+    res = launch(LOOP, ["--steps", "300", "--warmup", "30"], nproc=2, runs_root=root, watch=watch, timeout_s=300).wait()
+    vals = [float(v) for v in re.findall(r"STEP_MS (\S+)", _stdout(res.run_dir))]
+    if res.status != "ok" or len(vals) != 2: raise RuntimeError(f"step run failed: {_why(res)}")
+    return statistics.mean(vals)
+
+def wall_times(root: Path) -> tuple[float, float]:
+    "(bare torchrun, distlab launch) wall seconds for the same short script."
+    args = ["--steps", "20", "--warmup", "2", "--width", "64"]
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone", str(LOOP), *args],
+                   check=True, capture_output=True, cwd=root)
+    bare = time.perf_counter() - t
+    t = time.perf_counter()
+    res = launch(LOOP, args, nproc=2, runs_root=root, timeout_s=120).wait()
+    ours = time.perf_counter() - t
+    if res.status != "ok": raise RuntimeError(f"launch failed: {_why(res)}")
+    return bare, ours
+
+def measure(repeats: int) -> list[dict]:
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        stall = diagnosis_latency("stall", root, repeats)
+        mismatch = diagnosis_latency("mismatch", root, repeats)
+        on, off = [], []
+        for _ in range(repeats):  # interleaved, so drift in machine load hits both sides alike
+            off.append(step_ms(False, root)); on.append(step_ms(True, root))
+        walls = [wall_times(root) for _ in range(repeats)]
+    overhead = statistics.median(on) / statistics.median(off) - 1
+    wall_ratio = statistics.median(o for _, o in walls) / statistics.median(b for b, _ in walls)
+    return [
+        {"target": "diagnosis latency, stall (world 4, gloo, stall_after_s=3)", "value": max(stall), "unit": "s",
+         "goal": "<= 5", "met": max(stall) <= 5, "samples": stall},
+        {"target": "diagnosis latency, mismatch (world 4, gloo)", "value": max(mismatch), "unit": "s",
+         "goal": "<= 5", "met": max(mismatch) <= 5, "samples": mismatch},
+        {"target": "watch overhead on DDP step time (world 2)", "value": round(100 * overhead, 2), "unit": "%",
+         "goal": "<= 2", "met": overhead <= 0.02, "samples": {"watched_ms": on, "unwatched_ms": off}},
+        {"target": "launcher wall time / bare torchrun (world 2, watched)", "value": round(wall_ratio, 3), "unit": "x",
+         "goal": "<= 1.05", "met": wall_ratio <= 1.05, "samples": [[round(b, 2), round(o, 2)] for b, o in walls]},
+    ]
+
+def markdown(rows: list[dict], cmd: str) -> str:
+    lines = ["# Benchmarks", "", f"Measured with `{cmd}` on {platform.machine()}, {platform.python_version()}, "
+             f"{time.strftime('%Y-%m-%d')}; each figure is a ratio or a latency measured side by side in one run.", "",
+             "| target | value | goal | met | samples |", "| --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['target']} | {r['value']} {r['unit']} | {r['goal']} {r['unit']} | {'yes' if r['met'] else 'NO'} | `{json.dumps(r['samples'])}` |")
+    return "\n".join(lines) + "\n"
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", action="store_true"); ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--write", default=None, help="write the table to this markdown file")
+    a = ap.parse_args()
+    rows = measure(a.repeats)
+    if a.write: Path(a.write).write_text(markdown(rows, "python benchmarks/run.py " + " ".join(sys.argv[1:])))
+    print(json.dumps(rows, indent=1) if a.json else markdown(rows, "python benchmarks/run.py"))
