@@ -5,10 +5,10 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/45_catalogue.ipynb #367361c0
+# %% ../nbs/45_catalogue.ipynb #263b8807
 from .scenarios import Scenario, Variant, Expect, register
 
-# %% ../nbs/45_catalogue.ipynb #666ca7a6
+# %% ../nbs/45_catalogue.ipynb #56dd6432
 register(Scenario(
     id="uneven-batches", title="Uneven batches: one rank runs out of data first", family="hangs",
     seeds=("002", "004", "001"),
@@ -30,7 +30,7 @@ register(Scenario(
                          params={"even": True, "steps": 8}, expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #5f7c2860
+# %% ../nbs/45_catalogue.ipynb #274b961b
 register(Scenario(
     id="rank-conditional-collective", title="Rank-conditional collective: rank 0 evaluates, and evaluating all-reduces",
     family="hangs", seeds=("002", "003"),
@@ -59,7 +59,7 @@ register(Scenario(
                          expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #898318c8
+# %% ../nbs/45_catalogue.ipynb #73fdf8b7
 register(Scenario(
     id="collective-mismatch", title="Collective mismatch: ranks gather tensors of different shapes",
     family="hangs", seeds=("003",),
@@ -87,7 +87,7 @@ register(Scenario(
                          params={"pad": True, "val_per_rank": 6}, expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #2de2bbc0
+# %% ../nbs/45_catalogue.ipynb #c36d29b0
 register(Scenario(
     id="stalled-rank", title="Stalled rank: one rank stops in its own code, the others wait in the next all-reduce",
     family="hangs", seeds=("002", "004"),
@@ -117,7 +117,7 @@ register(Scenario(
                          params={"safe": True, "flush_every": 3}, expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #2bc563b0
+# %% ../nbs/45_catalogue.ipynb #5904f653
 register(Scenario(
     id="init-hang", title="Init hang: the script asks for more ranks than torchrun started",
     family="hangs", seeds=("000", "001", "004"),
@@ -144,11 +144,40 @@ register(Scenario(
                          params={}, expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #5eaf1fdd
+# %% ../nbs/45_catalogue.ipynb #a289721c
+register(Scenario(
+    id="init-port-taken", title="Init hang: MASTER_PORT set by the script, and another process holds it",
+    family="hangs", seeds=("000", "001", "004"),
+    symptom="Start-up never finishes: every rank but one sits in `init_process_group` without a word; rank 0's "
+            "log has `DistNetworkError: ... address already in use` (EADDRINUSE), easy to miss next to the "
+            "others' silence and, much later, their timeout errors.",
+    explanation="The script sets MASTER_PORT itself to a fixed number, as the guides' examples do (29500, 12355), "
+                "and a stale job from an earlier run still listens on it. When rank 0 hosts the rendezvous store "
+                "(any launch without torchrun's shared store: mp.spawn, srun, one pod per rank; here torchrun "
+                "with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1), it cannot bind the port and fails, while the other "
+                "ranks connect to the stale process, which never answers, and wait out the init timeout. Under "
+                "torchrun's default shared store the override is no better: it points every rank away from "
+                "torchrun's store, at a process that never answers. The fix: do not set MASTER_ADDR or "
+                "MASTER_PORT in the script; torchrun --standalone (or --rdzv-endpoint localhost:0) picks a free "
+                "port; where a fixed port is needed, check it is free before starting (`distlab launch "
+                "--master-port` does) and stop stale jobs by their job or process id; guide 004's `pkill -f "
+                "torchrun` also kills every other job on a shared machine.",
+    rank_fn="distlab.hangs:init_hang",
+    train={"data": {"samples": 128, "batch_size": 8}},
+    launch_options={"join_timeout_s": 10.0, "env": {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}},
+    variants={
+        "broken": Variant(name="broken", description="os.environ['MASTER_PORT'] set to a port a stale process holds",
+                          params={"port_offset": 1}, expect=Expect(status="hung", kind="never-joined", culprits=(0,))),
+        "fixed": Variant(name="fixed", description="MASTER_ADDR and MASTER_PORT left to torchrun",
+                         params={}, expect=Expect(status="ok", equal_steps=True)),
+    }))
+
+# %% ../nbs/45_catalogue.ipynb #8b771ff1
 register(Scenario(
     id="dataloader-worker-crash", title="DataLoader worker killed by a signal on one rank",
     family="hangs", seeds=("003", "002"),
-    symptom="One rank fails with `RuntimeError: DataLoader worker (pid N) is killed by signal: Killed.`; the "
+    symptom="One rank fails with `RuntimeError: DataLoader worker (pid N) is killed by signal: Killed.` (or "
+            "`... exited unexpectedly`); the "
             "other ranks, waiting in the next all-reduce, fail with connection errors or hang until the timeout, "
             "and the guides describe it as 'hangs at random iterations'.",
     explanation="A DataLoader worker is a child process. Here one of the last rank's workers is killed while "
@@ -169,10 +198,10 @@ register(Scenario(
     rank_fn="distlab.hangs:dataloader_worker_crash",
     train={"data": {"samples": 256, "batch_size": 8, "num_workers": 2}},
     variants={
-        "broken": Variant(name="broken", description="a sample in step 3's batch on the last rank kills the worker that loads it",
-                          params={"clean": False, "crash_step": 3},
+        "broken": Variant(name="broken", description="a sample in the last rank's first batch kills the worker that loads it",
+                          params={"clean": False, "crash_step": 0},
                           expect=Expect(status="failed", kind="rank-died", culprits="last")),
         "fixed": Variant(name="fixed", description="corrupt samples found by a cheap check and dropped before DistributedSampler, on every rank; DataLoader timeout as insurance",
-                         params={"clean": True, "crash_step": 3, "timeout_s": 60},
+                         params={"clean": True, "crash_step": 0, "timeout_s": 60},
                          expect=Expect(status="ok", equal_steps=True)),
     }))

@@ -97,4 +97,5 @@ def test_launch_diagnoses_a_users_rank_conditional_collective(tmp_path):
     text = d["explanation"] + json.dumps(d["ranks"])
     assert "all_reduce" in text
     assert d["collective"]["culprit_site"] == "user_ddp_eval_on_rank0.py:24", d["collective"]  # the all_reduce in validate()
+    assert "if rank == 0" in d["fix"] and "user_ddp_eval_on_rank0.py:32" in d["fix"], d["fix"]  # a control-flow fix, not a shape one
     gone_within(res["run_id"], 5)

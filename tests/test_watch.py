@@ -23,7 +23,7 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
 
 
-def watch_job(tmp_path, script: str, nproc: int, timeout_s: float = 90, **watcher_kw):
+def watch_job(tmp_path, script: str, nproc: int, timeout_s: float = 90, args=(), **watcher_kw):
     "Run `script` on `nproc` ranks under the shim; poll a Watcher until it diagnoses; stop everything."
     run_id = f"test-watch-{uuid.uuid4().hex[:8]}"
     run_dir = tmp_path / run_id
@@ -32,7 +32,7 @@ def watch_job(tmp_path, script: str, nproc: int, timeout_s: float = 90, **watche
            "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
-            "-m", "distlab.shim", str(SCRIPTS / script)]
+            "-m", "distlab.shim", str(SCRIPTS / script), *args]
     with open(run_dir / "logs" / "torchrun.out", "wb") as out:
         proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -64,6 +64,14 @@ def test_uneven_batches_ddp_mismatch(tmp_path):
     assert (c["culprit_op"], c["culprit_site"]) == ("barrier", f"ddp_uneven.py:{line_of('ddp_uneven.py', 'barrier')}")
     assert f"collective #{c['seq']}" in d.headline and "drop_last" in d.fix
     assert c["seq"] == 5  # ddp_init is #1, then 3 steps' buckets: #5 is the 4th step's bucket on ranks 0-2
+
+
+def test_uneven_batches_rank_that_left(tmp_path):
+    "World 2, no barrier: rank 1 finishes one step early and exits while rank 0 waits in its DDP all-reduce."
+    d, _, _ = watch_job(tmp_path, "ddp_uneven.py", 2, args=["--no-barrier"])
+    assert d.kind == "stall" and d.culprit_ranks == [1], d.text()
+    assert f"in all_reduce #5 (world) at ddp_uneven.py:{line_of('ddp_uneven.py', 'backward')}" in d.headline
+    assert "rank 1 never entered it (rank 1: exited normally)" in d.headline
 
 
 def test_shape_mismatch(tmp_path):

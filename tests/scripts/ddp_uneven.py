@@ -1,4 +1,6 @@
-"""A DDP loop whose last rank gets one batch fewer (dataset not divisible by world size), then a barrier."""
+"""A DDP loop whose last rank gets one batch fewer (dataset not divisible by world size), then a barrier
+(or, with `--no-barrier`, straight to the exit)."""
+import sys
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -18,7 +20,8 @@ def main():
         loss.backward()  # MARK:backward
         opt.step()
         print(f"rank {rank} step {step} loss {loss.item():.4f}", flush=True)
-    dist.barrier()  # MARK:barrier
+    if "--no-barrier" not in sys.argv:
+        dist.barrier()  # MARK:barrier
     dist.destroy_process_group()
 
 
