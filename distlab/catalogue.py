@@ -5,10 +5,10 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/45_catalogue.ipynb #263b8807
+# %% ../nbs/45_catalogue.ipynb #333bb459
 from .scenarios import Scenario, Variant, Expect, register
 
-# %% ../nbs/45_catalogue.ipynb #56dd6432
+# %% ../nbs/45_catalogue.ipynb #066d833c
 register(Scenario(
     id="uneven-batches", title="Uneven batches: one rank runs out of data first", family="hangs",
     seeds=("002", "004", "001"),
@@ -30,7 +30,7 @@ register(Scenario(
                          params={"even": True, "steps": 8}, expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #274b961b
+# %% ../nbs/45_catalogue.ipynb #67f67348
 register(Scenario(
     id="rank-conditional-collective", title="Rank-conditional collective: rank 0 evaluates, and evaluating all-reduces",
     family="hangs", seeds=("002", "003"),
@@ -40,8 +40,9 @@ register(Scenario(
     explanation="Only rank 0 evaluates, and the evaluation helper ends with `dist.all_reduce` of its metrics. "
                 "Collectives are matched by position, not by name: that all-reduce becomes rank 0's N-th "
                 "collective, while the other ranks' N-th collective is the next step's gradient all-reduce, so a "
-                "3-number tensor meets a gradient bucket and no rank can finish (depending on the backend, the "
-                "ranks wait forever, fail with a size error, or corrupt memory). The fix is symmetry: every rank "
+                "3-number tensor meets a gradient bucket. gloo happens to notice the sizes and aborts a process "
+                "with 'Received data size doesn't match expected size'; NCCL does not check, and hangs until "
+                "its watchdog timeout or returns garbage. The fix is symmetry: every rank "
                 "evaluates its share and every rank calls the all-reduce; code that only rank 0 runs (printing, "
                 "saving) contains no collective and uses `model.module`, not the DDP wrapper. Guide 002's "
                 "barriers around the rank-0 section are worth keeping, since the others then wait in a barrier "
@@ -59,7 +60,7 @@ register(Scenario(
                          expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #73fdf8b7
+# %% ../nbs/45_catalogue.ipynb #d0bc9b36
 register(Scenario(
     id="collective-mismatch", title="Collective mismatch: ranks gather tensors of different shapes",
     family="hangs", seeds=("003",),
@@ -70,9 +71,8 @@ register(Scenario(
                 "split by hand, so the last rank has one sample fewer and passes a shorter tensor. all_gather "
                 "moves fixed-size buffers: every rank must pass the same shape and dtype, and the N-th "
                 "collective of every rank must be the same op (guide 003's 'different code paths across ranks' "
-                "applies to the order of collectives as much as to the forward pass). When they differ, some "
-                "ranks may fail with a size error while others wait, or the job hangs, or (NCCL) data is "
-                "silently wrong. distlab compares op, shapes and dtype of every rank's N-th collective, so it "
+                "applies to the order of collectives as much as to the forward pass). When they differ, gloo fails some ranks with a size "
+                "error (or aborts them) while others wait; NCCL hangs or returns silently wrong data. distlab compares op, shapes and dtype of every rank's N-th collective, so it "
                 "names both sides as soon as the second one starts, before any timeout. The fix: all_gather the "
                 "lengths first, pad to the longest, gather and trim (`gather_ragged`); `all_gather_object` does "
                 "the same for small data at the cost of pickling; padding the split instead (DistributedSampler "
@@ -87,7 +87,7 @@ register(Scenario(
                          params={"pad": True, "val_per_rank": 6}, expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #c36d29b0
+# %% ../nbs/45_catalogue.ipynb #64086f20
 register(Scenario(
     id="stalled-rank", title="Stalled rank: one rank stops in its own code, the others wait in the next all-reduce",
     family="hangs", seeds=("002", "004"),
@@ -117,7 +117,7 @@ register(Scenario(
                          params={"safe": True, "flush_every": 3}, expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #5904f653
+# %% ../nbs/45_catalogue.ipynb #03abf8c8
 register(Scenario(
     id="init-hang", title="Init hang: the script asks for more ranks than torchrun started",
     family="hangs", seeds=("000", "001", "004"),
@@ -144,7 +144,7 @@ register(Scenario(
                          params={}, expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #a289721c
+# %% ../nbs/45_catalogue.ipynb #6b08927b
 register(Scenario(
     id="init-port-taken", title="Init hang: MASTER_PORT set by the script, and another process holds it",
     family="hangs", seeds=("000", "001", "004"),
@@ -172,7 +172,7 @@ register(Scenario(
                          params={}, expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #8b771ff1
+# %% ../nbs/45_catalogue.ipynb #b7c4d111
 register(Scenario(
     id="dataloader-worker-crash", title="DataLoader worker killed by a signal on one rank",
     family="hangs", seeds=("003", "002"),
