@@ -5,10 +5,10 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/45_catalogue.ipynb #333bb459
+# %% ../nbs/45_catalogue.ipynb #13cb9bda
 from .scenarios import Scenario, Variant, Expect, register
 
-# %% ../nbs/45_catalogue.ipynb #066d833c
+# %% ../nbs/45_catalogue.ipynb #dbd983e0
 register(Scenario(
     id="uneven-batches", title="Uneven batches: one rank runs out of data first", family="hangs",
     seeds=("002", "004", "001"),
@@ -30,7 +30,7 @@ register(Scenario(
                          params={"even": True, "steps": 8}, expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #67f67348
+# %% ../nbs/45_catalogue.ipynb #caeeeac3
 register(Scenario(
     id="rank-conditional-collective", title="Rank-conditional collective: rank 0 evaluates, and evaluating all-reduces",
     family="hangs", seeds=("002", "003"),
@@ -60,7 +60,7 @@ register(Scenario(
                          expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #d0bc9b36
+# %% ../nbs/45_catalogue.ipynb #3ea04ec5
 register(Scenario(
     id="collective-mismatch", title="Collective mismatch: ranks gather tensors of different shapes",
     family="hangs", seeds=("003",),
@@ -87,7 +87,7 @@ register(Scenario(
                          params={"pad": True, "val_per_rank": 6}, expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #64086f20
+# %% ../nbs/45_catalogue.ipynb #92ed6787
 register(Scenario(
     id="stalled-rank", title="Stalled rank: one rank stops in its own code, the others wait in the next all-reduce",
     family="hangs", seeds=("002", "004"),
@@ -117,7 +117,7 @@ register(Scenario(
                          params={"safe": True, "flush_every": 3}, expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #03abf8c8
+# %% ../nbs/45_catalogue.ipynb #7dbec431
 register(Scenario(
     id="init-hang", title="Init hang: the script asks for more ranks than torchrun started",
     family="hangs", seeds=("000", "001", "004"),
@@ -144,7 +144,7 @@ register(Scenario(
                          params={}, expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #6b08927b
+# %% ../nbs/45_catalogue.ipynb #e9144214
 register(Scenario(
     id="init-port-taken", title="Init hang: MASTER_PORT set by the script, and another process holds it",
     family="hangs", seeds=("000", "001", "004"),
@@ -172,7 +172,7 @@ register(Scenario(
                          params={}, expect=Expect(status="ok", equal_steps=True)),
     }))
 
-# %% ../nbs/45_catalogue.ipynb #b7c4d111
+# %% ../nbs/45_catalogue.ipynb #fd97e39b
 register(Scenario(
     id="dataloader-worker-crash", title="DataLoader worker killed by a signal on one rank",
     family="hangs", seeds=("003", "002"),
@@ -182,8 +182,9 @@ register(Scenario(
             "and the guides describe it as 'hangs at random iterations'.",
     explanation="A DataLoader worker is a child process. Here one of the last rank's workers is killed while "
                 "decoding a corrupt sample, standing in for a native decoder crash or the kernel's OOM killer. "
-                "PyTorch notices by itself: its SIGCHLD handler raises in the rank's main process at once, so "
-                "with current PyTorch a killed worker does not hang the loader. The job hangs or fails "
+                "PyTorch notices by itself: its SIGCHLD handler raises in the rank's main process at once, and "
+                "if that exception lands in a `try` that swallows it, the loader's own check finds the dead "
+                "worker within 5 seconds, so with current PyTorch a killed worker does not hang the loader. The job hangs or fails "
                 "confusingly because of the collective rule: the failed rank never reaches the next all-reduce, "
                 "and its peers wait for it there (NCCL until the timeout; gloo errors when the connection "
                 "closes). Of the guides' advice, `timeout=` on the DataLoader (002, 003) does nothing for a "
@@ -197,6 +198,7 @@ register(Scenario(
                 "give that rank fewer batches and turn the crash into an uneven-batches hang.",
     rank_fn="distlab.hangs:dataloader_worker_crash",
     train={"data": {"samples": 256, "batch_size": 8, "num_workers": 2}},
+    launch_options={"stall_after_s": 8.0},  # above the DataLoader's own 5 s worker check (see below)
     variants={
         "broken": Variant(name="broken", description="a sample in the last rank's first batch kills the worker that loads it",
                           params={"clean": False, "crash_step": 0},

@@ -11,8 +11,9 @@ from distlab.scenarios import SCENARIOS, run_scenario
 from helpers import gone_within
 
 HANGS = sorted(s.id for s in SCENARIOS.values() if s.family == "hangs")
+ONCE = [s for s in HANGS if s != "uneven-batches"]  # tests/test_cli.py runs uneven-batches broken and fixed at world 4
 REPEATS, REPEAT_NPROC = 10, 2
-CONCURRENT = 2  # repeats run two at a time: measured stable on 2 cores (see the report in the PR)
+CONCURRENT = 2  # repeats two at a time: on 2 cores (under other load), 3 passes of all 70 gave one diagnosis each
 
 
 def run(tmp_path, sid: str, variant: str, nproc: int):
@@ -30,79 +31,63 @@ def hangs_line(fn, snippet: str) -> str:
     return f"hangs.py:{hits[0]}"
 
 
-def signature(d: dict) -> tuple:
+def signature(o) -> tuple:
     "What must not change from run to run: kind, culprit ranks, and the collective (op and call site) of each side."
+    d = o.diagnosis
+    if d["kind"] == "rank-died":  # no collective of its own: what it died of (where the others wait depends on timing)
+        return (d["kind"], tuple(d["culprit_ranks"]), d["headline"].split(" (pid")[0])
     c = d.get("collective") or {}
     return (d["kind"], tuple(d["culprit_ranks"]), c.get("op"), c.get("site"), c.get("culprit_op"), c.get("culprit_site"))
 
 
-RUNPY_GAP = ("the ledger skips every frame under distlab/, including the scenario code in distlab/hangs.py, "
-             "so it reports the call site as <frozen runpy>")
-
-def expect_site(got: str | None, want: str):
-    "The call site the diagnosis names; the known ledger gap (scenario code counted as distlab's own) is an xfail."
-    if got is not None and got.startswith("<frozen runpy>"): pytest.xfail(f"site {got!r}, not {want!r}: {RUNPY_GAP}")
-    assert got == want
-
-
 # what each broken variant must show at world size `nproc`, beyond its Expect (kind, culprits, status)
-def check_uneven_batches(d, o, nproc):
-    c = d["collective"]
-    assert (c["op"], c["culprit_op"]) == ("all_reduce", "barrier")
-    assert "drop_last" in d["fix"]
-    expect_site(c["culprit_site"], hangs_line(hangs.uneven_batches, "dist.barrier()"))
-
 def check_rank_conditional(d, o, nproc):
     c = d["collective"]
     assert (c["op"], c["culprit_op"]) == ("all_reduce", "all_reduce")
     assert "[[3]]" in d["headline"] and "rank 0 " in d["headline"]  # the metrics tensor, against a gradient bucket
-    expect_site(c["culprit_site"], hangs_line(hangs.reduce_metrics, "dist.all_reduce(stats)"))
-    expect_site(c["site"], hangs_line(hangs.train_step, "loss.backward()"))
+    assert c["culprit_site"] == hangs_line(hangs.reduce_metrics, "dist.all_reduce(stats)")  # the line, rank 0 only
+    assert c["site"] == hangs_line(hangs.train_step, "loss.backward()")  # the gradient all-reduce
 
 def check_collective_mismatch(d, o, nproc):
     c = d["collective"]
     assert (c["op"], c["culprit_op"]) == ("all_gather", "all_gather")
     assert "[[6]" in d["explanation"] and "[[5]" in d["explanation"]  # both sides' shapes (6 and 5 predictions)
-    want = hangs_line(hangs.collective_mismatch, "dist.all_gather(parts, local)")
-    expect_site(c["culprit_site"], want)
-    expect_site(c["site"], want)
+    assert c["culprit_site"] == c["site"] == hangs_line(hangs.collective_mismatch, "dist.all_gather(parts, local)")
 
 def check_stalled_rank(d, o, nproc):
+    assert "rank 0 never entered" in d["headline"], d["headline"]
     assert d["collective"]["op"] == "all_reduce"
-    assert "rank 0 never entered" in d["headline"] or "rank 0 " in d["headline"]
+    assert d["collective"]["site"] == hangs_line(hangs.train_step, "loss.backward()")  # where the others wait
     flush = hangs_line(hangs.StepLog.flush, "with self._guard():").split(":")[1]
     assert f'hangs.py", line {flush} in flush' in d["stacks"]["0"], d["stacks"].get("0")  # the deadlocked line
-    if "Stack of rank 0" not in o.diagnosis_text:
+    if "Stack of rank 0" not in o.diagnosis_text:  # known gap in the watch's report, left to its owner
         pytest.xfail("the report leaves out rank 0's stack: Diagnosis.text() drops every frame under /distlab/, "
                      "and all of rank 0's frames are in distlab/hangs.py")
     assert f"line {flush} in flush" in o.diagnosis_text
-    expect_site(d["collective"]["site"], hangs_line(hangs.train_step, "loss.backward()"))
 
 def check_init_hang(d, o, nproc):
     assert d["culprit_ranks"] == list(range(nproc, 8))  # the script asked for 8
     assert d["collective"]["op"] == "init_process_group" and "world_size=8" in d["headline"]
     assert o.steps_per_rank == {r: 0 for r in range(nproc)}
-    expect_site(d["collective"]["site"], hangs_line(hangs.init_hang, "ctx.init("))
+    assert d["collective"]["site"] == hangs_line(hangs.init_hang, "ctx.init(")
 
 def check_init_port_taken(d, o, nproc):
     assert d["culprit_ranks"] == [0] and "address already in use" in d["headline"], d["headline"]
     assert o.steps_per_rank == {r: 0 for r in range(nproc)}
-    want = hangs_line(hangs.init_hang, "ctx.init(")
-    if "<frozen runpy>" in d["headline"]: pytest.xfail(f"site in {d['headline']!r}, not {want!r}: {RUNPY_GAP}")
-    assert f"at {want}" in d["headline"]
+    assert f"at {hangs_line(hangs.init_hang, 'ctx.init(')}" in d["headline"]
 
 def check_worker_crash(d, o, nproc):
     assert "DataLoader worker" in d["headline"], d["headline"]  # the cause, on the rank that had it
     assert o.failure["rank"] == nproc - 1 and "DataLoader worker" in o.failure["error"]
 
-CHECKS = {"uneven-batches": check_uneven_batches, "rank-conditional-collective": check_rank_conditional,
+CHECKS = {"rank-conditional-collective": check_rank_conditional,
           "collective-mismatch": check_collective_mismatch, "stalled-rank": check_stalled_rank,
           "init-hang": check_init_hang, "init-port-taken": check_init_port_taken,
           "dataloader-worker-crash": check_worker_crash}
 
 
 def test_every_hangs_scenario_has_checks():
-    assert set(HANGS) == set(CHECKS), "add a check_* for each scenario of the hangs family"
+    assert set(ONCE) == set(CHECKS), "add a check_* for each scenario of the hangs family"
     for sid in HANGS:
         s = SCENARIOS[sid]
         assert {"broken", "fixed"} <= set(s.variants) and s.explanation and s.symptom
@@ -110,7 +95,7 @@ def test_every_hangs_scenario_has_checks():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sid", HANGS)
+@pytest.mark.parametrize("sid", ONCE)
 def test_broken_is_diagnosed(tmp_path, sid):
     o = run(tmp_path, sid, "broken", 4)
     assert o.matched, f"{o.problems}\n{o.diagnosis_text}"
@@ -118,7 +103,7 @@ def test_broken_is_diagnosed(tmp_path, sid):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sid", HANGS)
+@pytest.mark.parametrize("sid", ONCE)
 def test_fixed_runs_clean(tmp_path, sid):
     o = run(tmp_path, sid, "fixed", 4)
     assert o.matched, f"{o.problems}\nfailure: {o.failure}\n{o.diagnosis_text or ''}"
@@ -133,5 +118,5 @@ def test_broken_diagnosis_is_the_same_every_time(tmp_path, sid):
         outcomes = list(pool.map(lambda _: run(tmp_path, sid, "broken", REPEAT_NPROC), range(REPEATS)))
     for i, o in enumerate(outcomes):
         assert o.matched, f"run {i + 1}: {o.problems}\n{o.diagnosis_text}"
-    seen = Counter(signature(o.diagnosis) for o in outcomes)
+    seen = Counter(signature(o) for o in outcomes)
     assert len(seen) == 1, f"different diagnoses in {REPEATS} runs: {dict(seen)}"

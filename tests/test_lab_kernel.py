@@ -1,0 +1,39 @@
+"""The lab's blocking paths in a real kernel: interrupting a cell that waits in `RunMonitor.wait()` stops the run,
+and a monitor follows a user's own script (not a scenario) to its end."""
+from pathlib import Path
+import pytest
+from helpers import wait_for, survivors, gone_within
+from kernel_harness import Kernel
+
+SLEEPY = Path(__file__).parent / "scripts" / "sleepy_ranks.py"
+
+
+@pytest.fixture
+def kernel(tmp_path):
+    k = Kernel(tmp_path); yield k; k.shutdown()
+
+
+def _launch(k: Kernel, root: Path, seconds: float) -> str:
+    return k.run(f"from distlab.launch import launch\nfrom distlab.lab import RunMonitor\n"
+                 f"run = launch({str(SLEEPY)!r}, [{seconds}], nproc=2, runs_root={str(root)!r}, watch=False)\n"
+                 f"mon = RunMonitor(run)\nprint(run.run_id)").strip()
+
+
+@pytest.mark.slow
+def test_interrupt_of_monitor_wait_stops_the_run(kernel, tmp_path):
+    run_id = _launch(kernel, tmp_path, 600)
+    wait_for(lambda: len(survivors(run_id)) >= 3, 90, what="torchrun and its ranks")
+    cell = kernel.start("print('waiting', flush=True); mon.wait()")
+    kernel.wait_for_output(cell, "waiting")
+    kernel.interrupt()
+    gone_within(run_id, 5)
+    assert kernel.run("print(mon.update(), run.poll().status)").split() == ["True", "stopped"]
+
+
+@pytest.mark.slow
+def test_monitor_follows_a_user_script_to_its_end(kernel, tmp_path):
+    _launch(kernel, tmp_path, 1)
+    out = kernel.run("res = mon.wait(120)\n"
+                     "print(res.status, sorted(k for k in mon.panes if k != 'torchrun'), 'hung' not in mon.status.value)\n"
+                     "print(any('ready' in o.get('text', '') for o in mon.panes[0].out.outputs))", timeout_s=180)
+    assert out.split() == ["ok", "[0,", "1]", "True", "True"], out
