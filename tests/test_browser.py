@@ -56,6 +56,7 @@ def test_scenario_lab_broken_then_fixed(jlab, browser):
         page.locator("button.widget-button", has_text="Run fixed").click()
         page.locator(".distlab-verdict", has_text="fix verified").first.wait_for(timeout=150_000)
         page.locator(".distlab-state", has_text="ok").first.wait_for(timeout=30_000)
+        page.locator(".distlab-outcomes").scroll_into_view_if_needed()
         shot = _shot(page, "lab-broken-then-fixed.png")
         assert shot.stat().st_size > 10_000
         assert "unexpected" not in page.locator(".distlab-outcomes").inner_text()

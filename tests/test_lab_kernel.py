@@ -37,3 +37,16 @@ def test_monitor_follows_a_user_script_to_its_end(kernel, tmp_path):
                      "print(res.status, sorted(k for k in mon.panes if k != 'torchrun'), 'hung' not in mon.status.value)\n"
                      "print(any('ready' in o.get('text', '') for o in mon.panes[0].out.outputs))", timeout_s=180)
     assert out.split() == ["ok", "[0,", "1]", "True", "True"], out
+
+
+@pytest.mark.slow
+def test_interrupt_of_scenario_lab_block_run_stops_the_run(kernel, tmp_path):
+    runs = tmp_path / "runs"
+    cell = kernel.start(f"from distlab.lab import ScenarioLab\n"
+                        f"lab = ScenarioLab(family='hangs', nproc=2, backend='gloo', runs_root={str(runs)!r})\n"
+                        f"lab.run('fixed', scenario='stalled-rank', block=True)")
+    run_dir = wait_for(lambda: next(runs.glob("*"), None) if runs.exists() else None, 90, what="the run directory")
+    wait_for(lambda: len(survivors(run_dir.name)) >= 3, 90, what="torchrun and its ranks")
+    kernel.interrupt()
+    gone_within(run_dir.name, 5)
+    wait_for(lambda: "stopped" in kernel.run("print(lab.current.poll() and lab.current.poll().status)"), 10, what="status stopped")
