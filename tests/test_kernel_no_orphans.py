@@ -64,3 +64,12 @@ def test_two_kernels_run_at_once_without_colliding(tmp_path):
         assert b.run("print(run.wait(120).status)").strip() == "ok"   # b ran to its end, untouched
     finally:
         a.shutdown(); b.shutdown()
+
+@pytest.mark.slow
+def test_interrupt_of_an_unrelated_busy_cell_stops_the_run(kernel, tmp_path):
+    run_id = start_run(kernel, tmp_path)
+    cell = kernel.start("import time\nprint('busy', flush=True)\ntime.sleep(120)")
+    kernel.wait_for_output(cell, "busy")
+    kernel.interrupt()
+    gone_within(run_id, 5)
+    assert kernel.run("print(run.wait(30).status)").strip() == "stopped"
