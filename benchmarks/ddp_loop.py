@@ -6,7 +6,7 @@
                      of the moment it diverges, `DIVERGE_T <t>`, so the benchmark can time the diagnosis.
 Each rank prints `STEP_MS <mean ms per timed step>` at the end.
 """
-import argparse, sys, time
+import argparse, gc, sys, time
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -39,4 +39,6 @@ for step in range(a.warmup + a.steps):
     loss.backward()
     opt.step()
 print(f"STEP_MS {(time.perf_counter() - t0) * 1000 / a.steps:.4f}", flush=True)
+del model, opt
+gc.collect()  # torch 2.13 + gloo may abort at exit if DDP's reducer outlives the process group
 dist.destroy_process_group()
