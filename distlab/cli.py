@@ -84,7 +84,7 @@ def launch_exit_code(res) -> int:
     return EXIT_STOPPED_BY_DISTLAB
 
 def cmd_launch(a) -> int:
-    from distlab.launch import launch
+    from distlab.run.launch import launch
     def on_diag(d): print("\n" + d.text() + "\n", file=sys.stderr, flush=True)
     run = launch(a.target, a.args, module=a.module, nproc=a.nproc or 2, backend=a.backend, runs_root=a.runs_root,
                  timeout_s=a.timeout, watch=not a.no_watch, stall_after_s=a.stall_after, nnodes=a.nnodes,
@@ -126,7 +126,7 @@ def tour(*, only=None, nproc=None, backend="auto", runs_root=None, plots_dir="di
     return rows
 
 def _save_plots(run_dir, out_dir) -> list:
-    try: from distlab.plots import save_run_figures
+    try: from distlab.ui.plots import save_run_figures
     except ImportError: return []
     try: return save_run_figures(run_dir, out_dir)
     except Exception as e: print(f"(plots failed: {e!r})", end=" ", file=sys.stderr); return []

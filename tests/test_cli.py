@@ -67,7 +67,7 @@ def test_ci_fails_when_a_notebook_and_its_export_disagree(tmp_path):
     lib = tmp_path / "distlab" / "guards.py"
     lib.write_text(lib.read_text().replace("def check_step_counts", "def check_step_counts_edited_by_hand"))
     bad = subprocess.run(["bash", "scripts/check_sync.sh"], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert bad.returncode == 1 and "distlab/guards.py" in bad.stdout, bad.stdout + bad.stderr
+    assert bad.returncode == 1 and "distlab/train/guards.py" in bad.stdout, bad.stdout + bad.stderr
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

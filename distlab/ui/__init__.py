@@ -1,0 +1,1 @@
+"What a person looks at: matplotlib figures and the JupyterLab widgets."
