@@ -191,7 +191,7 @@ class RunMonitor:
         snap = snap or self.feed.snapshot()
         culprits = list(_get(diag, "culprit_ranks", []) or []) if diag is not None else []
         self.progress_img.value = fig_png(plot_progress(snap, culprits=culprits), dpi=80)
-        self.timeline_img.value = fig_png(plot_timeline(snap, culprits=culprits), dpi=80)
+        self.timeline_img.value = fig_png(plot_timeline(snap, culprits=culprits, diagnosis=diag), dpi=80)
 
     def _loop(self):
         while not self._stop_evt.is_set():

@@ -8,56 +8,69 @@ import io, json, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import offset_copy
 from ..rank.events import EventWriter, events_path, read_events, event_ranks
 
 # %% auto #0
 __all__ = ['write_sample_run', 'RunEvents', 'load_run', 'events_to_run', 'progress_series', 'steps_done', 'plot_progress',
-           'CollSpan', 'coll_spans', 'Divergence', 'find_divergence', 'plot_timeline', 'fig_png', 'save_run_figures']
+           'CollSpan', 'coll_spans', 'Divergence', 'divergence_of', 'run_diagnosis', 'divergence_window',
+           'plot_timeline', 'fig_png', 'save_run_figures']
 
 # %% ../../nbs/50_plots.ipynb #404e603b
 def write_sample_run(run_dir: str | Path,  # directory to create (a run directory's layout)
                      nproc: int = 4,  # ranks
                      steps: int = 12,  # steps each healthy rank trains
-                     shape: str = "hang",  # "ok", "hang" or "mismatch"
+                     shape: str = "hang",  # "ok", "hang", "mismatch", "live" (healthy, caught mid-collective) or "p2p" (healthy, ranks 0 and 1 send/recv)
                      stuck_rank: int = 2,  # the rank that misbehaves
-                     stuck_at: int = 7,  # steps it finishes first
+                     stuck_at: int = 7,  # steps it finishes first ("live": steps done when the run is caught)
                      step_s: float = 0.5,  # seconds per step
                      t0: float = 1_700_000_000.0,  # wall time the run starts
                      stall_s: float = 3.0,  # seconds of silence before the (pretend) watcher stopped a broken run
                     ) -> Path:
-    "Write a synthetic run directory (events, logs, run.json) for docs and tests."
-    run_dir = Path(run_dir)
+    "Write a synthetic run directory (events, logs, run.json, result.json once ended) for docs and tests."
+    if shape not in ("ok", "hang", "mismatch", "live", "p2p"):
+        raise ValueError(f"shape={shape!r}: use 'ok', 'hang', 'mismatch', 'live' or 'p2p'")
+    run_dir, broken = Path(run_dir), shape in ("hang", "mismatch")
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
     (run_dir / "run.json").write_text(json.dumps({"run_id": run_dir.name, "nproc": nproc, "start_time": t0}))
+    site = dict(site="train.py:42", func="train", code="dist.all_reduce(grad)")
+    t_cut = t0 + 0.3 + stuck_at * step_s + 0.32 * step_s  # "live": rank 0 has just entered collective #stuck_at+1
     for r in range(nproc):
-        w = EventWriter(events_path(run_dir, r), r)
-        w.emit("hello", t=t0 + 0.1, pid=1000 + r, local_rank=r, world_size=nproc)
-        w.emit("init", t=t0 + 0.2, state="completed", backend="gloo", world_size=nproc)
+        w, skew = EventWriter(events_path(run_dir, r), r), 0.1 * step_s * r if shape == "live" else 0.0
+        emit = lambda kind, t, **kw: (shape != "live" or t <= t_cut) and (w.emit(kind, t=t, **kw) or True)
+        emit("hello", t0 + 0.1, pid=1000 + r, local_rank=r, world_size=nproc)
+        emit("init", t0 + 0.2, state="completed", backend="gloo", world_size=nproc)
         done = 0
         for s in range(steps):
-            ts, bad = t0 + 0.3 + s * step_s, shape != "ok" and s == stuck_at
+            ts, bad = t0 + 0.3 + s * step_s + skew, broken and s == stuck_at
             if bad and shape == "hang" and r == stuck_rank: break  # it never reaches collective #s+1
             op = "broadcast" if bad and r == stuck_rank else "all_reduce"
-            w.emit("coll", t=ts + 0.3 * step_s, state="started", seq=s + 1, group="default", op=op, shapes=[[1024]],
-                   dtype="float32", site="train.py:42", func="train", code="dist.all_reduce(grad)")
+            if not emit("coll", ts + 0.3 * step_s, state="started", seq=s + 1, group="default", op=op, shapes=[[1024]],
+                        dtype="float32", **(dict(site="train.py:50", func="train", code="dist.broadcast(w, 0)") if op == "broadcast" else site)): break
             if bad: break  # the others wait in it for good
-            w.emit("coll", t=ts + 0.35 * step_s, state="completed", seq=s + 1, group="default", op=op,
-                   shapes=[[1024]], dtype="float32", dur_s=0.05 * step_s)
-            w.emit("step", t=ts + step_s, step=s, loss=1.0 / (s + 1))
+            if not emit("coll", ts + 0.35 * step_s, state="completed", seq=s + 1, group="default", op=op, shapes=[[1024]], dtype="float32", dur_s=0.05 * step_s): break
+            if shape == "p2p" and r in (0, 1):  # rank 0 sends rank 1 a tensor: a pair, not a collective of all 4
+                op2, g2 = ("send", "recv")[r], "default:p2p:0-1"
+                emit("coll", ts + 0.4 * step_s, state="started", seq=s + 1, group=g2, op=op2, shapes=[[16]], dtype="float32", peer=1 - r, site="train.py:47")
+                emit("coll", ts + 0.45 * step_s, state="completed", seq=s + 1, group=g2, op=op2, shapes=[[16]], dtype="float32")
+            if not emit("step", ts + step_s, step=s, loss=1.0 / (s + 1)): break
             done += 1
-        if shape == "ok":
+        if shape in ("ok", "p2p"):
             w.emit("loop_done", t=t0 + 0.3 + steps * step_s, steps=steps)
             w.emit("exit", t=t0 + 0.4 + steps * step_s, status="ok")
         w.close()
         (run_dir / "logs" / f"rank{r}.stdout").write_text("".join(f"rank {r} step {s}\n" for s in range(done)))
         (run_dir / "logs" / f"rank{r}.stderr").write_text("")
-    if shape != "ok":  # the watcher noticed after `stall_s` of silence and stopped the run
-        kind = "stall" if shape == "hang" else "mismatch"
+    if shape in ("ok", "p2p"):
+        (run_dir / "result.json").write_text(json.dumps({"status": "ok", "duration_s": 0.5 + steps * step_s, "diagnosis": None}))
+    if broken:  # the watcher noticed after `stall_s` of silence, diagnosed and stopped the run
+        coll = {"group": "default", "seq": stuck_at + 1, "op": "all_reduce", "site": "train.py:42"}
+        if shape == "mismatch": coll.update(culprit_op="broadcast", culprit_site="train.py:50")
         (run_dir / "result.json").write_text(json.dumps({
             "status": "hung", "duration_s": 0.3 + stuck_at * step_s + stall_s,
-            "diagnosis": {"kind": kind, "culprit_ranks": [stuck_rank]}}))
+            "diagnosis": {"kind": "stall" if shape == "hang" else "mismatch", "culprit_ranks": [stuck_rank], "collective": coll}}))
     return run_dir
 
 # %% ../../nbs/50_plots.ipynb #3e05f12a
@@ -202,102 +215,187 @@ def coll_spans(run: RunEvents) -> list[CollSpan]:
     return out
 
 # %% ../../nbs/50_plots.ipynb #9474832a
+def _get(obj, key: str, default=None):
+    "A field of a `Diagnosis` or of its dict."
+    return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
+
+def _who(ranks) -> str: return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(map(str, ranks))
+
 @dataclass
 class Divergence:
-    "The first collective the ranks disagree on."
-    group: str
-    seq: int
-    kind: str  # "mismatch" (different calls) or "missing" (some ranks never entered it)
-    t_s: float  # seconds since start of the first rank entering it
-    calls: dict[int, str]  # rank -> description of what it called there ("-" when it never got there)
-    ranks: list[int]  # ranks that differ from the majority (or never entered)
+    "The collective where the ranks parted, as the diagnosis names it, placed on the run's time axis."
+    kind: str  # the diagnosis's kind: "mismatch", "stall", "rank-died", "never-joined"
+    ranks: list[int]  # the culprit ranks
+    group: str | None  # process group of the collective at issue (None: not a collective, e.g. init)
+    seq: int | None  # its number in that group
+    op: str | None  # what the other ranks issued there
+    site: str | None  # where they issued it
+    culprit_op: str | None = None  # what the culprits issued instead (a mismatch)
+    culprit_site: str | None = None  # where they issued it
+    t_s: float | None = None  # seconds since start when the first rank entered it (None: no rank did)
+    calls: dict[int, str] = field(default_factory=dict)  # rank -> what it did there ("never entered", ...)
+
+    def label(self) -> str:
+        "Short name of the collective: `all_reduce #9 (world)`."
+        if self.seq is None: return self.op or self.kind
+        return f"{self.op or '?'} #{self.seq} ({self.group})"
 
     def text(self) -> str:
-        what = "different collectives" if self.kind == "mismatch" else "not entered by every rank"
-        return f"{self.group} #{self.seq}: {what}; ranks {self.ranks}"
+        "One line: culprits, what they did, where."
+        who = _who(self.ranks)
+        if self.culprit_op: return f"{who}: {self.culprit_op} at {self.culprit_site} where the others issued {self.label()} at {self.site}"
+        return f"{who}: {self.kind}; the others are in {self.label()} at {self.site}"
 
-def _call(sp: CollSpan) -> str:
-    shp = "x".join("[" + ",".join(map(str, s)) + "]" for s in sp.shapes) if sp.shapes else ""
-    return f"{sp.op}{shp}{(' ' + sp.dtype) if sp.dtype else ''}"
-
-def find_divergence(run: RunEvents, spans: list[CollSpan] | None = None) -> Divergence | None:
-    "The first (group, seq) whose calls differ across ranks or that not every rank entered."
+def divergence_of(diagnosis,  # a Diagnosis, its dict (result.json's "diagnosis"), or None
+                  run: RunEvents,  # the run's events (to place it in time)
+                  spans: list[CollSpan] | None = None,  # `coll_spans(run)`, if already computed
+                 ) -> Divergence | None:
+    "Where the diagnosis says the ranks parted, with each rank's call there; None without a diagnosis."
+    if not diagnosis or _get(diagnosis, "kind") in (None, "ok"): return None
+    coll = _get(diagnosis, "collective") or {}
+    seq = int(s) if (s := _num(coll.get("seq"))) is not None else None
+    d = Divergence(kind=str(_get(diagnosis, "kind")), ranks=[int(r) for r in _get(diagnosis, "culprit_ranks") or []],
+                   group=coll.get("group"), seq=seq, op=coll.get("op"), site=coll.get("site"),
+                   culprit_op=coll.get("culprit_op"), culprit_site=coll.get("culprit_site"))
+    if seq is None: return d
     spans = coll_spans(run) if spans is None else spans
-    table: dict[str, dict[int, dict[int, CollSpan]]] = {}
-    for sp in spans: table.setdefault(sp.group, {}).setdefault(sp.seq, {})[sp.rank] = sp
-    found = []
-    for group, by_seq in table.items():
-        for seq in sorted(by_seq):
-            got = by_seq[seq]
-            calls = {r: (_call(got[r]) if r in got else "-") for r in run.ranks}
-            distinct = set(calls.values())
-            if len(distinct) == 1: continue
-            entered = {c for c in distinct if c != "-"}
-            kind = "mismatch" if len(entered) > 1 else "missing"
-            common = max(entered, key=lambda c: sum(v == c for v in calls.values()))
-            odd = [r for r, c in calls.items() if c != common]
-            found.append(Divergence(group=group, seq=seq, kind=kind, t_s=min(sp.start_s for sp in got.values()), calls=calls, ranks=odd))
-            break
-    return min(found, key=lambda d: d.t_s) if found else None
+    there = {sp.rank: sp for sp in spans if sp.seq == seq and sp.group == d.group}
+    if there: d.t_s = min(sp.start_s for sp in there.values())
+    for r in run.ranks:
+        sp = there.get(r)
+        d.calls[r] = "never entered" if sp is None else f"{sp.op}" + (" (never completed)" if sp.state == "pending" else f" ({sp.state})")
+    return d
+
+def run_diagnosis(run_dir: str | Path) -> dict | None:
+    "The diagnosis in `run_dir`'s `result.json`, or None (a live run, or one that ended cleanly)."
+    return _result_meta(Path(run_dir)).get("diagnosis") or None
 
 # %% ../../nbs/50_plots.ipynb #b35ae157
 _OP_COLORS = {"all_reduce": "C0", "broadcast": "C1", "all_gather": "C2", "reduce_scatter": "C3",
               "barrier": "C7", "all_to_all": "C4", "gather": "C5", "scatter": "C6", "send": "C8", "recv": "C9"}
+_EXTRA_COLORS = ["#8c6d31", "#393b79", "#637939", "#7b4173", "#3182bd", "#e6550d", "#636363"]  # ops outside the table
 
 def _op_color(op: str, extra: dict) -> str:
     base = op.replace("_into_tensor", "").replace("_base", "").replace("_coalesced", "").replace("monitored_", "")
     if base in _OP_COLORS: return _OP_COLORS[base]
-    return extra.setdefault(op, f"C{(len(extra) + 4) % 10}")
+    return extra.setdefault(op, _EXTRA_COLORS[len(extra) % len(_EXTRA_COLORS)])
 
-def plot_timeline(run: RunEvents | str | Path,  # a run directory or events already read
-                  fig: Figure | None = None,  # draw into this figure (default: a new one)
-                  culprits: list[int] = (),  # ranks to label in red (e.g. the diagnosis's)
-                  divergence: Divergence | None | bool = True,  # True: find it from the events; None/False: no mark
-                  max_spans: int = 4000,  # draw at most this many (the latest) collectives
-                 ) -> Figure:
-    "A row per rank, a bar per collective from start to end (or to the run's end if it never ended)."
-    if not isinstance(run, RunEvents): run = load_run(run)
-    spans = coll_spans(run)
-    if divergence is True: divergence = find_divergence(run, spans)
-    spans = spans[-max_spans:] if len(spans) > max_spans else spans
-    fig = fig or Figure(figsize=(7, 0.6 * max(run.nproc, 2) + 1.4), layout="constrained")
-    ax = fig.subplots()
+def divergence_window(run: RunEvents,  # the run's events
+                      spans: list[CollSpan],  # its collectives
+                      div: Divergence | None,  # where the ranks parted (None: show the whole run)
+                      before: int = 4,  # collectives of the same group to show before the divergence
+                     ) -> tuple[float, float]:
+    "The x-range (seconds since start) to draw: `before` collectives before the divergence and as long after."
     span_s = max(run.t_end - run.t0, 1e-3)
-    min_w = span_s / 400  # a collective of a few ms would be invisible at this scale
-    extra: dict = {}
+    if div is None or div.t_s is None:  # no divergence: the last few collectives of the busiest group
+        if not spans: return 0.0, span_s * 1.02
+        groups = [sp.group for sp in spans]
+        busiest = max(set(groups), key=groups.count)
+        seqs = sorted({sp.seq for sp in spans if sp.group == busiest})
+        edge = seqs[-min(3 * before, len(seqs) - 1) - 1]  # the window starts as this one ends (seqs[0]: its start)
+        at_edge = [sp for sp in spans if sp.group == busiest and sp.seq == edge]
+        lo = min((sp.end_s if len(seqs) > 1 and sp.end_s is not None else sp.start_s) for sp in at_edge)
+        hi = max((sp.end_s if sp.end_s is not None else span_s) for sp in spans)
+        return lo - 0.05 * (hi - lo + 1e-3), hi + 0.05 * (hi - lo + 1e-3)
+    # from where the earliest of the `before` previous collectives ended (its start may be long before:
+    # the DDP constructor's broadcast waits for the slowest rank to start up), as long again after
+    ends = [sp.end_s for sp in spans if sp.group == div.group and div.seq - before <= sp.seq < div.seq and sp.end_s is not None]
+    lead_s = max(div.t_s - min(ends, default=div.t_s - 0.5), 0.02)
+    return div.t_s - 1.15 * lead_s, div.t_s + 1.15 * lead_s
+
+def _draw_bars(ax, spans, run_end_s, x0, scale, min_w, extra, height=0.7):
+    "One `broken_barh` per (rank, op, state): completed solid, pending hatched, failed edged in red."
     by_key: dict[tuple, list] = {}
     for sp in spans:
-        end = sp.end_s if sp.end_s is not None else span_s
-        by_key.setdefault((sp.rank, sp.op, sp.state), []).append((sp.start_s, max(end - sp.start_s, min_w)))
+        end = sp.end_s if sp.end_s is not None else run_end_s
+        by_key.setdefault((sp.rank, sp.op, sp.state), []).append(((sp.start_s - x0) * scale, max((end - sp.start_s) * scale, min_w)))
     for (r, op, state), bars in by_key.items():
         kw = dict(facecolors=_op_color(op, extra), edgecolors="none")
         if state == "pending": kw.update(alpha=0.45, hatch="///", edgecolors="black", linewidth=0.5)
         if state == "failed": kw.update(edgecolors="red", linewidth=1.5)
-        ax.broken_barh(bars, (r - 0.35, 0.7), **kw)
+        ax.broken_barh(bars, (r - height / 2, height), **kw)
+
+# %% ../../nbs/50_plots.ipynb #22ef840b
+def _legend(ax, spans, extra, div):
+    "Every colour and mark in the figure: the ops, hatched (never completed), red edge (failed), the dashed line."
+    handles = [Patch(color=_op_color(op, extra), label=op) for op in sorted({sp.op for sp in spans})]
+    if any(sp.state == "pending" for sp in spans): handles.append(Patch(fc="white", ec="black", hatch="///", label="never completed"))
+    if any(sp.state == "failed" for sp in spans): handles.append(Patch(fc="white", ec="red", lw=1.5, label="failed"))
+    if div is not None and div.t_s is not None: handles.append(Line2D([], [], color="tab:red", ls="--", label="where the ranks parted"))
+    if div is not None and div.ranks: handles.append(Line2D([], [], color="none", label="red rank: culprit"))
+    if handles:
+        leg = ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+        if div is not None and div.ranks: leg.get_texts()[-1].set_color("tab:red")
+
+def _mark_divergence(ax, div, run, spans, x_max, scale, unit):
+    "The dashed line where the ranks parted, a note per culprit row, and how long the waits ran past the window."
+    ax.axvline(0, color="tab:red", ls="--", lw=1.2)
+    run_end_s = run.t_end - run.t0
+    past = (run_end_s - div.t_s) * scale > x_max  # the waits go on past the window's right edge
+    for r in div.ranks:
+        if div.culprit_op: what = f"rank {r}: {div.culprit_op} at {div.culprit_site}\nothers: {div.op} at {div.site}"
+        else: what = f"rank {r}: {div.calls.get(r, 'never entered')} {div.op} #{div.seq}\nothers wait in it at {div.site}"
+        ax.annotate(what, (0, r), xytext=(6, 0), textcoords="offset points", va="center", fontsize=7.5, color="tab:red",
+                    bbox=dict(fc="white", ec="tab:red", lw=0.6, alpha=0.9, pad=2))
+    for r in run.ranks:  # a wait that outlasts the window: say how long it went on (under the culprit's note)
+        waits = [sp for sp in spans if sp.rank == r and sp.state == "pending" and (sp.start_s - div.t_s) * scale < x_max]
+        if waits and past:
+            ax.annotate(f"waits until the run ends, +{run_end_s - div.t_s:.1f} s →", (1, r + (0.3 if r in div.ranks else 0)),
+                        xycoords=("axes fraction", "data"), xytext=(-3, 0), textcoords="offset points", ha="right",
+                        va="center", fontsize=7, bbox=dict(fc="white", ec="none", alpha=0.8, pad=1))
+
+def plot_timeline(run: RunEvents | str | Path,  # a run directory or events already read
+                  fig: Figure | None = None,  # draw into this figure (default: a new one)
+                  culprits: list[int] | None = None,  # ranks to label in red (default: the diagnosis's)
+                  diagnosis=None,  # the run's Diagnosis or its dict (default for a run directory: its result.json's)
+                  before: int = 4,  # collectives to show before the point where the ranks parted
+                  max_spans: int = 4000,  # draw at most this many (the latest) collectives
+                 ) -> Figure:
+    "A row per rank, a bar per collective, zoomed on where the diagnosis says the ranks parted (whole run when healthy)."
+    if not isinstance(run, RunEvents):
+        diagnosis = diagnosis if diagnosis is not None else run_diagnosis(run)
+        run = load_run(run)
+    spans = coll_spans(run)
+    spans = spans[-max_spans:] if len(spans) > max_spans else spans
+    div = divergence_of(diagnosis, run, spans)
+    culprits = list(culprits) if culprits is not None else (div.ranks if div else [])
+    lo, hi = divergence_window(run, spans, div, before)
+    run_end_s = max(run.t_end - run.t0, 1e-3)
+    first = min([sp.start_s for sp in spans] + [run_end_s])  # skip the seconds of interpreter start-up
+    parted = div is not None and div.t_s is not None
+    zoom = parted or (hi - lo) < 0.6 * (run_end_s - first)  # the whole run, small, above the window
+    fig = fig or Figure(figsize=(8, 0.55 * max(run.nproc, 2) + (2.3 if zoom else 1.4)), layout="constrained")
+    if zoom: ax_all, ax = fig.subplots(2, 1, height_ratios=[1, max(run.nproc, 2) * 0.8])
+    else: ax = fig.subplots()
+    x0, scale, unit = (div.t_s, *((1e3, "ms") if hi - lo < 2 else (1.0, "s"))) if parted else (0.0, 1.0, "s")
+    extra: dict = {}
+    _draw_bars(ax, spans, run_end_s, x0, scale, (hi - lo) * scale / 400, extra)
+    ax.set_xlim((lo - x0) * scale, (hi - x0) * scale)
     ax.set_yticks(run.ranks, [f"rank {r}" for r in run.ranks])
     for lbl, r in zip(ax.get_yticklabels(), run.ranks):
         if r in culprits: lbl.set_color("tab:red"); lbl.set_fontweight("bold")
     for r in run.ranks:
-        if not run.by_rank[r]: ax.text(0.01 * span_s, r, "no events (never started?)", va="center", fontsize=8, color="tab:red")
+        if not run.by_rank[r]: ax.text(0.01, r, "no events (never started?)", transform=ax.get_yaxis_transform(), va="center", fontsize=8, color="tab:red")
     ax.set_ylim(run.nproc - 0.5, -0.5)
-    first = min([sp.start_s for sp in spans] + [span_s])  # skip the seconds of interpreter start-up
-    ax.set_xlim(max(0.0, first - 0.05 * (span_s - first) - 0.5), span_s * 1.02)
-    ax.set_xlabel("seconds since start")
-    title = "collectives per rank (hatched: never completed)"
-    if divergence:
-        ax.axvline(divergence.t_s, color="tab:red", ls="--", lw=1.2)
-        ax.annotate(f"diverged: {divergence.group} #{divergence.seq}", (divergence.t_s, -0.5), xytext=(3, -2),
-                    textcoords="offset points", color="tab:red", fontsize=8, va="top")
-        for r, c in divergence.calls.items():
-            if r in divergence.ranks:
-                what = c if c != "-" else "never entered"
-                ax.text(divergence.t_s, r + 0.42, f" #{divergence.seq}: {what}", color="tab:red", fontsize=7, va="bottom", bbox=dict(fc="white", ec="none", alpha=0.8, pad=1))
-    ax.set_title(title, fontsize=10)
-    ops = sorted({sp.op for sp in spans})
-    if ops:
-        handles = [Patch(color=_op_color(op, extra), label=op) for op in ops]
-        ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.grid(axis="x", alpha=0.3)
+    if parted:
+        _mark_divergence(ax, div, run, spans, (hi - x0) * scale, scale, unit)
+        ax.set_xlabel(f"{unit} relative to the first rank entering {div.label()}")
+        ax.set_title(f"{div.kind} at {div.label()}: " + (f"{_who(div.ranks)} called it from {div.culprit_site}, the others from {div.site}" if div.culprit_op == div.op
+                     else f"{_who(div.ranks)} issued {div.culprit_op} there" if div.culprit_op
+                     else f"{_who(div.ranks)} never entered it"), fontsize=10, color="tab:red", loc="left")
+    else:
+        ax.set_xlabel("seconds since start")
+        what = div.text() if div is not None else "no divergence diagnosed" + (" (hatched: in progress)" if any(sp.state == "pending" for sp in spans) else "")
+        ax.set_title(f"collectives per rank{', the last ones' if zoom else ''}: {what}", fontsize=10, loc="left", color="tab:red" if div is not None else "black")
+    if zoom:
+        _draw_bars(ax_all, spans, run_end_s, 0.0, 1.0, run_end_s / 400, extra, height=0.8)
+        ax_all.set_xlim(max(0.0, first - 0.02 * (run_end_s - first)), run_end_s * 1.02); ax_all.set_ylim(run.nproc - 0.5, -0.5)
+        ax_all.axvspan(lo, hi, color="tab:red" if parted else "0.5", alpha=0.15, lw=0)
+        if parted: ax_all.axvline(div.t_s, color="tab:red", ls="--", lw=1)
+        ax_all.set_yticks([]); ax_all.tick_params(labelsize=7)
+        ax_all.set_title(f"whole run, {run_end_s:.1f} s (shaded: the window below)", fontsize=8, loc="left")
+    _legend(ax, spans, extra, div)
     return fig
 
 # %% ../../nbs/50_plots.ipynb #8c02a0c6
@@ -319,10 +417,12 @@ def save_run_figures(run_dir: str | Path,  # a run directory
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     prefix = prefix or run_dir.name
-    run, culprits = load_run(run_dir), _culprits(run_dir)
+    run, diag = load_run(run_dir), run_diagnosis(run_dir)
+    culprits = _culprits(run_dir)
+    figs = {"progress": plot_progress(run, culprits=culprits), "timeline": plot_timeline(run, culprits=culprits, diagnosis=diag)}
     paths = []
-    for name, draw in (("progress", plot_progress), ("timeline", plot_timeline)):
+    for name, fig in figs.items():
         p = out_dir / f"{prefix}-{name}.png"
-        p.write_bytes(fig_png(draw(run, culprits=culprits)))
+        p.write_bytes(fig_png(fig))
         paths.append(p)
     return paths
