@@ -1,0 +1,94 @@
+"""distlab.watch.signatures against captured logs: each fixture in tests/fixtures/logs/<id>.txt shows exactly its
+own signature, with the figures a person needs; a healthy run's log shows none. The CPU cases are also re-run live
+(marked slow) so a change in torch's wording shows up here."""
+import importlib.util
+from pathlib import Path
+import pytest
+from distlab.watch.signatures import SIGNATURES, first_signature, match_signatures
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+SCRIPTS = Path(__file__).parent / "scripts" / "signatures"
+RECONSTRUCTED = {"nccl-duplicate-gpu", "nccl-version-mismatch", "nccl-unhandled-cuda-error", "nccl-watchdog-timeout", "cuda-oom"}
+
+# What each fixture's first match must say: (rank on the matching line, details that must be present)
+EXPECTED = {
+    "nccl-duplicate-gpu": (None, {"ranks": [0, 1], "bus_id": "1a000"}),
+    "nccl-version-mismatch": (0, {"nccl_versions": {1: "2.27.5", 0: "2.26.2"}}),
+    "nccl-unhandled-cuda-error": (2, {"nccl_version": "2.27.5",
+        "last_error": "Cuda failure 803 'system has unsupported display driver / cuda driver combination'"}),
+    "nccl-watchdog-timeout": (1, {"seq": 241, "op": "ALLREDUCE", "timeout_ms": 600000, "ran_ms": 600042,
+                                  "last_enqueued": 241, "last_completed": 240}),
+    "cuda-oom": (1, {"tried_gib": 8.0, "free_gib": 2.84, "total_gib": 79.19, "reserved_gib": 69.66,
+                     "reserved_unallocated_gib": 2.96, "allocated_gib": 66.7, "gpu": 1, "other_processes_gib": {40871: 6.02}}),
+    "cpu-oom": (None, {"requested_gib": 8.0}),
+    "port-in-use": (None, {}),
+    "dataloader-shm": (None, {"signal": "Bus error"}),
+    "dataloader-worker-killed": (None, {"signal": "Killed"}),
+    "ddp-unused-parameters": (None, {"parameters": ["aux.bias", "aux.weight"], "indices": [4, 5]}),
+    "ddp-model-mismatch": (None, {"param_index": 0, "other_rank": 0}),
+    "weights-only-load": (None, {"global": "__main__.TrainState"}),
+    "gloo-size-mismatch": (None, {"received_bytes": 1536, "expected_bytes": 1024}),
+}
+
+def read_log(name: str) -> str: return (LOGS / f"{name}.txt").read_text(errors="replace")
+
+def check_own_signature(sid: str, text: str, rank=None, details=None, also=()):
+    "`text` shows `sid` first and nothing else but `also`, with the figures in `details` (and the rank, when given)."
+    found = match_signatures(text)
+    assert found and found[0].id == sid and {m.id for m in found[1:]} <= set(also), \
+        f"{sid}: matched {[(m.id, m.line) for m in found]}"
+    m = first_signature(text)
+    assert m.id == sid and m.line in text and m.line in m.context
+    if rank is not None: assert m.rank == rank, (m.rank, m.line)
+    for k, v in (details or {}).items(): assert m.details.get(k) == v, (sid, k, m.details)
+    assert m.signature.title in m.text() and m.signature.fix in m.text()
+    return m
+
+def test_every_builtin_signature_has_a_fixture():
+    assert set(EXPECTED) == set(SIGNATURES), set(EXPECTED) ^ set(SIGNATURES)
+    for sid in SIGNATURES:
+        head = read_log(sid).split("\n", 1)[0]
+        assert head.startswith("# reconstructed" if sid in RECONSTRUCTED else "# real log"), (sid, head)
+
+@pytest.mark.parametrize("sid", sorted(EXPECTED))
+def test_fixture_shows_exactly_its_signature(sid):
+    rank, details = EXPECTED[sid]
+    m = check_own_signature(sid, read_log(sid), rank, details)
+    if sid == "port-in-use": assert isinstance(m.details["port"], int) and str(m.details["port"]) in m.line
+    if sid.startswith("dataloader-"): assert m.details["pids"] and all(isinstance(p, int) for p in m.details["pids"])
+    if sid == "ddp-unused-parameters": assert m.rank in (0, 1) and m.details["rank"] == m.rank
+
+def test_healthy_run_matches_nothing():
+    text = read_log("healthy")
+    assert "training finished" in text
+    assert match_signatures(text) == [] and first_signature(text) is None
+
+def test_signatures_in_one_log_come_in_order_of_appearance():
+    text = read_log("port-in-use") + "\n" + read_log("cuda-oom") + "\n" + read_log("ddp-unused-parameters")
+    found = match_signatures(text)
+    assert [m.id for m in found] == ["port-in-use", "cuda-oom", "ddp-unused-parameters"]
+    assert [m.line_no for m in found] == sorted(m.line_no for m in found)
+    assert text.split("\n")[found[1].line_no - 1] == found[1].line
+
+def _capture_module():
+    spec = importlib.util.spec_from_file_location("signature_capture", SCRIPTS / "capture.py")
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+    return mod
+
+# A worker killed by SIGBUS may surface in its rank as "exited unexpectedly" after the worker's own shm message
+CONSEQUENCES = {"dataloader-shm": {"dataloader-worker-killed"}}
+# Figures a live re-run must reproduce (the others carry pids, ports or timing-dependent wording)
+LIVE_DETAILS = {"cpu-oom": {"requested_gib": 8.0}, "weights-only-load": {"global": "__main__.TrainState"},
+                "ddp-unused-parameters": {"parameters": ["aux.bias", "aux.weight"]},
+                "ddp-model-mismatch": {"param_index": 0, "sizes": [32, 8], "other_rank": 0},
+                "gloo-size-mismatch": {"received_bytes": 1536, "expected_bytes": 1024}}
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["healthy", "port-in-use", "ddp-unused-parameters", "ddp-model-mismatch",
+                                  "weights-only-load", "dataloader-worker-killed", "dataloader-shm", "cpu-oom",
+                                  "gloo-size-mismatch"])
+def test_live_run_still_shows_its_signature(case):
+    "Re-run the script behind a real fixture with the installed torch: its log still shows the same signature."
+    text = _capture_module().run_case(case)
+    if case == "healthy": assert match_signatures(text) == [], text[-3000:]
+    else: check_own_signature(case, text, details=LIVE_DETAILS.get(case), also=CONSEQUENCES.get(case, ()))
