@@ -8,7 +8,7 @@ import json, os, subprocess, sys, sysconfig, tarfile, zipfile
 from pathlib import Path
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # a venv with torch, then two multi-rank runs
 
 REPO = Path(__file__).resolve().parents[1]
 TORCH = os.environ.get("DISTLAB_TORCH", "torch==2.13.0")

@@ -53,6 +53,7 @@ def jupyterlab_command() -> list[str] | None:
     if importlib.util.find_spec("jupyterlab") is None: return None
     return [sys.executable, "-m", "jupyterlab"]
 
+# %% ../../nbs/65_walkthroughs.ipynb #5781da2b
 def _found_here(tool: str, once_installed: bool = False) -> bool:
     "Does PATH find this environment's `tool` first (or will it, once installed, with `once_installed`)?"
     here = Path(sys.executable).parent
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--overwrite", action="store_true", help="replace copies you have edited with the shipped notebooks")
     return ap
 
+# %% ../../nbs/65_walkthroughs.ipynb #f28252eb
 def main(argv: list[str] | None = None) -> int:
     "`distlab lab [DIR]`: copy the walkthroughs into DIR and run JupyterLab there until it exits."
     a = build_parser().parse_args(argv)
