@@ -14,10 +14,10 @@ from .events import RUN_DIR_ENV, event_ranks, read_events
 from .reaper import RUN_ID_ENV, start_reaper, release_reaper, kill_run, port_in_use
 
 # %% auto #0
-__all__ = ['RUNS_ROOT_ENV', 'BACKEND_ENV', 'STATUSES', 'LineCallback', 'RANK_DIED_GRACE_S', 'runs_root', 'new_run_dir',
-           'gpu_driver_present', 'resolve_backend', 'torchrun_argv', 'split_rank_line', 'RunResult', 'steps_per_rank',
-           'torchrun_failures', 'first_failure', 'Run', 'wait', 'stop', 'poll', 'stop_all', 'hook_kernel_interrupt',
-           'launch']
+__all__ = ['RUNS_ROOT_ENV', 'BACKEND_ENV', 'SHIM_ENTRY', 'SHIM_ENTRY_SOURCE', 'STATUSES', 'LineCallback', 'RANK_DIED_GRACE_S',
+           'runs_root', 'new_run_dir', 'gpu_driver_present', 'resolve_backend', 'torchrun_argv', 'split_rank_line',
+           'RunResult', 'steps_per_rank', 'torchrun_failures', 'first_failure', 'Run', 'wait', 'stop', 'poll',
+           'stop_all', 'hook_kernel_interrupt', 'launch']
 
 # %% ../nbs/10_launch.ipynb #c71ec76c
 RUNS_ROOT_ENV = "DISTLAB_RUNS_ROOT"
@@ -59,20 +59,43 @@ def resolve_backend(backend: str, nproc: int) -> str:
     return "nccl"
 
 # %% ../nbs/10_launch.ipynb #7bb5a7e4
-def torchrun_argv(cfg: LaunchConfig, target: str, args: Sequence[str], *, module: bool, log_dir: Path) -> list[str]:
-    "torchrun's argv (a list, never a shell string) for running `target` under `cfg`."
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(cfg.nproc),
-            "--max-restarts", str(cfg.max_restarts), "--log-dir", str(log_dir), "--redirects", "3", "--tee", "3"]
-    if cfg.nnodes > 1:
-        argv += ["--nnodes", str(cfg.nnodes), "--rdzv-backend", "c10d", "--rdzv-endpoint", cfg.rdzv_endpoint,
-                 "--rdzv-id", cfg.rdzv_id or "distlab"]
-    elif cfg.master_port is not None:
-        argv += ["--nnodes", "1", "--master-addr", "127.0.0.1", "--master-port", str(cfg.master_port)]
-    else:
-        argv += ["--standalone"]  # torchrun picks a free port: concurrent runs never collide
-    if cfg.watch: argv += ["-m", "distlab.shim"] + (["-m", target] if module else [target])
-    else: argv += (["-m", target] if module else [target])
-    return argv + [str(a) for a in args]
+SHIM_ENTRY = "shim_entry.py"  # in the run directory: what `torchrun --run-path` runs when the watch is on
+SHIM_ENTRY_SOURCE = "import runpy\nrunpy.run_module('distlab.shim', run_name='__main__', alter_sys=True)\n"
+_AS_GIVEN = {"--monitor-interval": "monitor_interval_s", "--start-method": "start_method", "--role": "role",
+             "--local-addr": "local_addr", "--event-log-handler": "event_log_handler", "--numa-binding": "numa_binding",
+             "--signals-to-handle": "signals_to_handle", "--shutdown-timeout": "shutdown_timeout_s",
+             "--virtual-local-rank": "virtual_local_rank", "--duplicate-stdout-filters": "duplicate_stdout_filters",
+             "--duplicate-stderr-filters": "duplicate_stderr_filters"}  # torchrun flag -> LaunchConfig field, passed on unread
+
+def torchrun_argv(cfg: LaunchConfig, target: str, args: Sequence[str], *, module: bool,
+                  log_dir: Path) -> list[str]:  # RUN_DIR/torchrun
+    "torchrun's argv (a list, never a shell string) for running `target` under `cfg`: each field set, as its torchrun flag."
+    nnodes = f"{cfg.min_nnodes}:{cfg.nnodes}" if cfg.min_nnodes not in (None, cfg.nnodes) else str(cfg.nnodes)
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", nnodes, "--nproc-per-node", str(cfg.nproc),
+            "--max-restarts", str(cfg.max_restarts), "--log-dir", str(cfg.log_dir or log_dir), "--redirects", "3", "--tee", "3"]
+    argv += _rendezvous_flags(cfg)
+    for flag, name in _AS_GIVEN.items():
+        value = getattr(cfg, name)
+        if value is True: argv.append(flag)
+        elif value is not None and value is not False: argv += [flag, str(value)]
+    return argv + _target_argv(cfg, str(target), module, Path(log_dir).parent / SHIM_ENTRY) + [str(a) for a in args]
+
+def _rendezvous_flags(cfg: LaunchConfig) -> list[str]:
+    "The rendezvous flags; `--standalone` for one node with no rendezvous set (torchrun itself does the same then)."
+    default_c10d = cfg.rdzv_backend is None and cfg.nnodes > 1  # the Python API's rendezvous for several nodes
+    given = {"--rdzv-backend": "c10d" if default_c10d else cfg.rdzv_backend, "--rdzv-endpoint": cfg.rdzv_endpoint,
+             "--rdzv-id": cfg.rdzv_id or ("distlab" if default_c10d else None), "--rdzv-conf": cfg.rdzv_conf,
+             "--node-rank": cfg.node_rank or None, "--master-addr": cfg.master_addr, "--master-port": cfg.master_port}
+    flags = [s for flag, v in given.items() if v is not None for s in (flag, str(v))]
+    if cfg.standalone: return ["--standalone"] + flags  # torchrun ignores the others, as it would on its own
+    if cfg.nnodes == 1 and all(v in (None, "static") for v in given.values()): return ["--standalone"]
+    return flags
+
+def _target_argv(cfg: LaunchConfig, target: str, module: bool, shim_entry: Path) -> list[str]:
+    "How torchrun runs the target: under distlab's shim when watched, else exactly as torchrun would."
+    if cfg.run_path: return ["--run-path"] + ([str(shim_entry)] if cfg.watch else []) + [target]  # wins over --no-python, as in torchrun
+    if cfg.no_python: return ["--no-python", target]  # the config made sure the watch is off
+    return (["-m", "distlab.shim"] if cfg.watch else []) + (["-m", target] if module else [target])
 
 # %% ../nbs/10_launch.ipynb #12d8ebb6
 _PREFIX = re.compile(r"^\[(?:default|rank)(\d+)\]:(.*)$", re.S)
@@ -371,28 +394,47 @@ def hook_kernel_interrupt() -> bool:
     return True
 
 # %% ../nbs/10_launch.ipynb #062d8b3a
-def launch(target: str | Path, args: Sequence = (), *, module: bool = False, nproc: int = 2, backend: str = "auto",
+def launch(target: str | Path, args: Sequence = (), *, module: bool = False, nproc: int | str = 2, backend: str = "auto",
            env: dict | None = None, name: str | None = None, runs_root: str | Path | None = None,
            on_line: LineCallback | None = None, on_diagnosis: Callable | None = None,
            on_exit: Callable | None = None, cwd: str | Path | None = None, **config) -> Run:
-    "Start `target` (a script path, or a module with `module=True`) on `nproc` torchrun ranks; returns a `Run` at once."
+    "Start `target` (a script path; a module with `module=True`; a program with `no_python=True`) on `nproc` torchrun ranks; returns a `Run` at once."
     cfg = LaunchConfig(nproc=nproc, backend=backend, **config)
-    if not module:
-        path = Path(cwd or ".") / target
-        if not path.is_file():
-            raise FileNotFoundError(f"script {str(target)!r} not found (looked at {path.resolve()}); "
-                                    "pass the path of your training script, or module=True for a module name")
-    if cfg.master_port is not None and port_in_use(cfg.master_port):
+    _check_target(cfg, str(target), module, Path(cwd or "."))
+    if cfg.master_port is not None and _binds_master_port(cfg) and port_in_use(cfg.master_port):
         raise ConfigError("LaunchConfig", [f"master_port={cfg.master_port}: the port is already in use on this machine; "
                                            "leave master_port unset to let torchrun pick a free one, or pick another"])
     resolved = resolve_backend(cfg.backend, cfg.nproc)
     run_id, run_dir = new_run_dir(runs_root, name or Path(str(target)).stem)
     argv = torchrun_argv(cfg, str(target), args, module=module, log_dir=run_dir / "torchrun")
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **{k: str(v) for k, v in (env or {}).items()},
-                RUN_DIR_ENV: str(run_dir), RUN_ID_ENV: run_id, BACKEND_ENV: resolved}
+    if cfg.run_path and cfg.watch: (run_dir / SHIM_ENTRY).write_text(SHIM_ENTRY_SOURCE)
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("PET_")}  # torchrun's options come from cfg alone
+    full_env = {**base_env, "PYTHONUNBUFFERED": "1", **{k: str(v) for k, v in (env or {}).items()},
+                RUN_DIR_ENV: str(run_dir), RUN_ID_ENV: run_id, BACKEND_ENV: resolved,
+                "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[default${local_rank}]:"}  # what split_rank_line reads, whatever the role
     if cfg.max_restarts > 0 and resolved == "gloo": full_env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     _write_json_atomic(run_dir / "run.json", {"run_id": run_id, "argv": argv, "cwd": str(Path(cwd or ".").resolve()),
                                               "config": asdict(cfg), "backend": resolved, "env": env or {},
                                               "started": time.time()})
     hook_kernel_interrupt()
     return Run(cfg, argv, full_env, run_id, run_dir, on_line, on_diagnosis, on_exit, cwd=cwd)
+
+def _check_target(cfg: LaunchConfig, target: str, module: bool, cwd: Path):
+    "Refuse a target that cannot run, before anything starts."
+    if module and (cfg.no_python or cfg.run_path):
+        raise ConfigError("launch", [f"module=True with {'no_python' if cfg.no_python else 'run_path'}=True: a module is "
+                                     "run by `python -m`; drop one of them"])
+    if module: return
+    if cfg.no_python and not cfg.run_path:
+        import shutil
+        path = cwd / target
+        if (os.sep in target and path.is_file() and os.access(path, os.X_OK)) or (os.sep not in target and shutil.which(target)): return
+        raise FileNotFoundError(f"program {target!r} not found (no executable file at {path.resolve()}, nor on PATH); "
+                                "with no_python=True the target is run as a program")
+    if not (cwd / target).is_file():
+        raise FileNotFoundError(f"script {target!r} not found (looked at {(cwd / target).resolve()}); "
+                                "pass the path of your training script, or module=True for a module name")
+
+def _binds_master_port(cfg: LaunchConfig) -> bool:
+    "True when this node's torchrun opens a store on master_port (static rendezvous, node rank 0)."
+    return not cfg.standalone and cfg.rdzv_backend in (None, "static") and cfg.node_rank == 0 and not cfg.rdzv_endpoint
