@@ -11,7 +11,7 @@ import torch, torch.distributed as dist, torch.distributed.distributed_c10d as c
 from torch.nn.parallel import DistributedDataParallel as DDP
 torch.set_num_threads(1)
 dist.init_process_group("gloo", init_method=f"file://{d}/store", world_size=1, rank=0)
-from distlab import ledger, events
+from distlab.rank import ledger, events
 ledger.install()
 
 # every attribute the ledger replaced, as (owner, name, watched version); unwatched = its __wrapped__

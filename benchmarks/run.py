@@ -15,7 +15,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 LOOP = HERE / "ddp_loop.py"
 sys.path.insert(0, str(HERE.parent))
-from distlab.launch import launch  # noqa: E402
+from distlab.run.launch import launch  # noqa: E402
 
 def _why(res) -> str:
     d = res.diagnosis

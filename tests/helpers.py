@@ -1,6 +1,6 @@
 """Shared helpers for distlab's tests: polling with deadlines and looking for a run's processes."""
 import time
-from distlab.reaper import run_processes
+from distlab.run.reaper import run_processes
 
 def wait_for(pred, timeout_s: float, interval_s: float = 0.05, what: str = "condition"):
     "Poll `pred` until it returns something truthy; fail the test after `timeout_s`."

@@ -41,7 +41,7 @@ def _shot(page, name: str) -> Path:
 def test_scenario_lab_broken_then_fixed(jlab, browser):
     runs = jlab.root / "runs"
     write_notebook(jlab.root / "lab.ipynb", [
-        "from distlab.lab import ScenarioLab\n"
+        "from distlab.ui.lab import ScenarioLab\n"
         f"lab = ScenarioLab(scenario='uneven-batches', family='hangs', nproc=2, backend='gloo', runs_root={str(runs)!r})\n"
         "lab"])
     page = open_notebook(browser, jlab, "lab.ipynb")
@@ -68,7 +68,7 @@ def test_scenario_lab_broken_then_fixed(jlab, browser):
 def test_stop_button_leaves_no_rank_alive(jlab, browser):
     runs = jlab.root / "runs-stop"; runs.mkdir(exist_ok=True)
     write_notebook(jlab.root / "stop.ipynb", [
-        "from distlab.launch import launch\nfrom distlab.lab import RunMonitor\n"
+        "from distlab.run.launch import launch\nfrom distlab.ui.lab import RunMonitor\n"
         f"run = launch({str(SLEEPY)!r}, [600], nproc=2, runs_root={str(runs)!r}, watch=False)\n"
         "RunMonitor(run)"])
     page = open_notebook(browser, jlab, "stop.ipynb")

@@ -67,7 +67,7 @@ def test_ci_fails_when_a_notebook_and_its_export_disagree(tmp_path):
     lib = tmp_path / "distlab" / "guards.py"
     lib.write_text(lib.read_text().replace("def check_step_counts", "def check_step_counts_edited_by_hand"))
     bad = subprocess.run(["bash", "scripts/check_sync.sh"], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert bad.returncode == 1 and "distlab/guards.py" in bad.stdout, bad.stdout + bad.stderr
+    assert bad.returncode == 1 and "distlab/train/guards.py" in bad.stdout, bad.stdout + bad.stderr
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -107,7 +107,7 @@ import argparse, re
 from torch.distributed.run import get_args_parser
 from distlab.cli import build_parser, launch_request, TORCHRUN_FIELDS, CONSOLE_OPTIONS, REFUSED_OPTIONS
 from distlab.config import LaunchConfig, ConfigError
-from distlab.launch import launch, torchrun_argv
+from distlab.run.launch import launch, torchrun_argv
 
 SAMPLES = {  # a value (not torchrun's default) for each of torchrun's options that takes one
     "nnodes": "1:2", "nproc_per_node": "3", "rdzv_backend": "c10d", "rdzv_endpoint": "node0:29400", "rdzv_id": "job7",
@@ -195,7 +195,7 @@ def test_torchruns_documented_command_lines():
     assert (c.standalone, c.nnodes, c.min_nnodes, c.nproc, c.watch, r.target, r.args) == (True, 1, None, 2, True, "train.py", ["--arg1", "x"])
     argv = torchrun_argv(c, r.target, r.args, module=r.module, log_dir=Path("/run/torchrun"))
     assert "--standalone" in argv and _value(argv, "--nproc-per-node") == "2" and _value(argv, "--nnodes") == "1"
-    assert argv[-5:] == ["-m", "distlab.shim", "train.py", "--arg1", "x"]
+    assert argv[-5:] == ["-m", "distlab.rank.shim", "train.py", "--arg1", "x"]
 
     r = _request(["--nnodes=1:2", "--nproc-per-node=2", "--max-restarts=3", "--rdzv-id=job7", "--rdzv-backend=c10d",
                   "--rdzv-endpoint=node0:29400", "train.py"])
@@ -214,7 +214,7 @@ def test_torchruns_documented_command_lines():
     r = _request(["--nproc_per_node", "2", "-m", "pkg.train", "--epochs", "1"])
     assert (r.module, r.target, r.args) == (True, "pkg.train", ["--epochs", "1"])
     assert torchrun_argv(r.config, r.target, r.args, module=r.module, log_dir=Path("/run/torchrun"))[-6:] == \
-        ["-m", "distlab.shim", "-m", "pkg.train", "--epochs", "1"]
+        ["-m", "distlab.rank.shim", "-m", "pkg.train", "--epochs", "1"]
 
     r = _request(["--nproc-per-node=2", "--no-python", "bash", "-c", "echo $RANK"])
     assert (r.config.no_python, r.config.watch, r.target, r.args) == (True, False, "bash", ["-c", "echo $RANK"])

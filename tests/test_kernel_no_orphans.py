@@ -10,7 +10,7 @@ SLEEPY = Path(__file__).parent / "scripts" / "sleepy_ranks.py"
 
 def start_run(k: Kernel, root: Path, seconds: float = 600) -> str:
     "Launch sleepy ranks from the kernel without blocking it; return the run id once every rank is up."
-    run_id = k.run(f"from distlab.launch import launch\n"
+    run_id = k.run(f"from distlab.run.launch import launch\n"
                    f"run = launch({str(SLEEPY)!r}, [{seconds}], nproc=2, runs_root={str(root)!r}, watch=False)\n"
                    f"print(run.run_id)").strip()
     wait_for(lambda: len(survivors(run_id)) >= 5, 90, what="torchrun, 2 ranks and their DataLoader workers")

@@ -14,7 +14,7 @@ def kernel(tmp_path):
 
 
 def _launch(k: Kernel, root: Path, seconds: float) -> str:
-    return k.run(f"from distlab.launch import launch\nfrom distlab.lab import RunMonitor\n"
+    return k.run(f"from distlab.run.launch import launch\nfrom distlab.ui.lab import RunMonitor\n"
                  f"run = launch({str(SLEEPY)!r}, [{seconds}], nproc=2, runs_root={str(root)!r}, watch=False)\n"
                  f"mon = RunMonitor(run)\nprint(run.run_id)").strip()
 
@@ -42,7 +42,7 @@ def test_monitor_follows_a_user_script_to_its_end(kernel, tmp_path):
 @pytest.mark.slow
 def test_interrupt_of_scenario_lab_block_run_stops_the_run(kernel, tmp_path):
     runs = tmp_path / "runs"
-    cell = kernel.start(f"from distlab.lab import ScenarioLab\n"
+    cell = kernel.start(f"from distlab.ui.lab import ScenarioLab\n"
                         f"lab = ScenarioLab(family='hangs', nproc=2, backend='gloo', runs_root={str(runs)!r})\n"
                         f"lab.run('fixed', scenario='stalled-rank', block=True)")
     run_dir = wait_for(lambda: next(runs.glob("*"), None) if runs.exists() else None, 90, what="the run directory")

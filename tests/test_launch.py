@@ -2,7 +2,7 @@
 import json, os, signal, subprocess, sys, textwrap, time
 from pathlib import Path
 import pytest
-from distlab.launch import launch
+from distlab.run.launch import launch
 from distlab.config import ConfigError
 from helpers import wait_for, survivors, gone_within
 
@@ -36,7 +36,7 @@ def test_wait_deadline_stops_the_run(tmp_path):
 def test_sigkill_of_the_launching_process_leaves_no_process(tmp_path):
     code = textwrap.dedent(f"""
         import sys, time
-        from distlab.launch import launch
+        from distlab.run.launch import launch
         run = launch({str(SCRIPTS / 'sleepy_ranks.py')!r}, nproc=2, runs_root={str(tmp_path)!r}, watch=False)
         print(run.run_id, run.run_dir, flush=True)
         time.sleep(600)

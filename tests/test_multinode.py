@@ -2,8 +2,8 @@
 import textwrap
 from pathlib import Path
 import pytest
-from distlab.launch import launch
-from distlab.reaper import free_port
+from distlab.run.launch import launch
+from distlab.run.reaper import free_port
 from helpers import gone_within
 
 SCRIPT = textwrap.dedent("""

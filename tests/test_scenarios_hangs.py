@@ -6,7 +6,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
-from distlab import hangs
+from distlab.scenarios import hangs
 from distlab.scenarios import SCENARIOS, run_scenario
 from helpers import gone_within
 
@@ -24,7 +24,7 @@ def run(tmp_path, sid: str, variant: str, nproc: int):
 
 
 def hangs_line(fn, snippet: str) -> str:
-    "`hangs.py:N`, N the line of `fn` (in distlab.hangs) whose statement starts with `snippet`."
+    "`hangs.py:N`, N the line of `fn` (in distlab.scenarios.hangs) whose statement starts with `snippet`."
     lines, start = inspect.getsourcelines(fn)
     hits = [start + i for i, l in enumerate(lines) if l.strip().startswith(snippet)]
     assert len(hits) == 1, f"{snippet!r} is on {len(hits)} lines of {fn.__name__}"

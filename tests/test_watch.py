@@ -3,8 +3,8 @@ in this process names the rank, the collective and the line."""
 import os, socket, subprocess, sys, time, uuid
 from pathlib import Path
 import pytest
-from distlab.reaper import kill_run
-from distlab.watcher import Watcher
+from distlab.run.reaper import kill_run
+from distlab.watch.watcher import Watcher
 from helpers import gone_within
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -32,7 +32,7 @@ def watch_job(tmp_path, script: str, nproc: int, timeout_s: float = 90, args=(),
            "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
-            "-m", "distlab.shim", str(SCRIPTS / script), *args]
+            "-m", "distlab.rank.shim", str(SCRIPTS / script), *args]
     with open(run_dir / "logs" / "torchrun.out", "wb") as out:
         proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -121,7 +121,7 @@ def test_shim_changes_nothing_a_script_shows(tmp_path, arg):
     for shim in (False, True):
         env = {**base, "MASTER_PORT": str(free_port())}
         if shim: env["DISTLAB_RUN_DIR"] = str(tmp_path / "run")
-        argv = [sys.executable] + (["-m", "distlab.shim"] if shim else []) + ["well_behaved.py", arg]
+        argv = [sys.executable] + (["-m", "distlab.rank.shim"] if shim else []) + ["well_behaved.py", arg]
         runs.append(subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120))
     bare, shimmed = runs
     assert (shimmed.returncode, shimmed.stdout, shimmed.stderr) == (bare.returncode, bare.stdout, bare.stderr)
