@@ -4,20 +4,103 @@
 
 # %% ../nbs/70_cli.ipynb #c03a0639
 from __future__ import annotations
-import argparse, json, os, sys, time
+import argparse, json, os, re, shutil, sys, time
+from dataclasses import dataclass, asdict
 from pathlib import Path
+from typing import Callable
+
+from .config import LaunchConfig, ConfigError
 
 # %% auto #0
-__all__ = ['EXIT_STOPPED_BY_DISTLAB', 'EXIT_TIMEOUT', 'EXIT_INTERRUPTED', 'COMMANDS', 'build_parser', 'cmd_list', 'cmd_run',
-           'launch_exit_code', 'cmd_launch', 'tour', 'tour_table', 'cmd_tour', 'main']
+__all__ = ['TORCHRUN_FIELDS', 'CONSOLE_OPTIONS', 'REFUSED_OPTIONS', 'EXIT_STOPPED_BY_DISTLAB', 'EXIT_TIMEOUT', 'EXIT_INTERRUPTED',
+           'COMMANDS', 'add_torchrun_options', 'build_parser', 'cmd_list', 'cmd_run', 'std_spec', 'console_filter',
+           'LaunchRequest', 'launch_request', 'target_problems', 'launch_exit_code', 'cmd_launch', 'tour', 'tour_table',
+           'cmd_tour', 'main']
+
+# %% ../nbs/70_cli.ipynb #8b5229c0
+class _Env(argparse.Action):
+    "torchrun's `env` action: an option with a value, whose default comes from `PET_<DEST>` when that is set."
+    def __init__(self, option_strings, dest, default=None, **kw):
+        super().__init__(option_strings, dest, default=os.environ.get(f"PET_{dest.upper()}", default), **kw)
+    def __call__(self, parser, ns, values, option_string=None): setattr(ns, self.dest, values)
+
+class _EnvFlag(argparse.Action):
+    "torchrun's `check_env` action: a flag, on when given or when `PET_<DEST>` is a non-zero number."
+    def __init__(self, option_strings, dest, default=False, **kw):
+        on = bool(int(os.environ.get(f"PET_{dest.upper()}", "1" if default else "0")))
+        super().__init__(option_strings, dest, nargs=0, default=on, **kw)
+    def __call__(self, parser, ns, values, option_string=None): setattr(ns, self.dest, True)
+
+class _Refused(argparse.Action):
+    "A torchrun option `distlab launch` cannot honour: using it is a usage error (exit 2) that says why."
+    def __init__(self, option_strings, dest, why: str = "", **kw):
+        self.why = why
+        super().__init__(option_strings, dest, **kw)
+    def __call__(self, parser, ns, values, option_string=None): parser.error(f"{option_string}: {self.why}")
+
+# %% ../nbs/70_cli.ipynb #4b00c604
+TORCHRUN_FIELDS = {  # torchrun's option (its dest) -> the LaunchConfig field it sets (`module`: launch's own argument)
+    "nnodes": "nnodes", "nproc_per_node": "nproc", "rdzv_backend": "rdzv_backend", "rdzv_endpoint": "rdzv_endpoint",
+    "rdzv_id": "rdzv_id", "rdzv_conf": "rdzv_conf", "standalone": "standalone", "max_restarts": "max_restarts",
+    "monitor_interval": "monitor_interval_s", "start_method": "start_method", "event_log_handler": "event_log_handler",
+    "role": "role", "module": "module", "no_python": "no_python", "run_path": "run_path", "log_dir": "log_dir",
+    "duplicate_stdout_filters": "duplicate_stdout_filters", "duplicate_stderr_filters": "duplicate_stderr_filters",
+    "node_rank": "node_rank", "master_addr": "master_addr", "master_port": "master_port", "local_addr": "local_addr",
+    "numa_binding": "numa_binding", "signals_to_handle": "signals_to_handle", "shutdown_timeout": "shutdown_timeout_s",
+    "virtual_local_rank": "virtual_local_rank"}
+CONSOLE_OPTIONS = ("redirects", "tee", "local_ranks_filter")  # what reaches the console: distlab applies them to what it prints
+REFUSED_OPTIONS = {"logs_specs": "distlab reads every rank's output through torchrun's default logs spec (tee'd, "
+                   "prefixed lines); a custom one would hide the ranks from the watch. Use bare torchrun for a custom logs spec"}
+
+def add_torchrun_options(p: argparse.ArgumentParser):
+    "torchrun's options, with torchrun's spellings, types, defaults (and PET_* variables) and meanings."
+    g = p.add_argument_group("torchrun's options", "the same spellings and meanings as torchrun's; "
+                             "PET_<NAME> environment variables set their defaults, as in torchrun")
+    def opt(*names, **kw): g.add_argument(*names, action=_Env, **kw)
+    def flag(*names, **kw): g.add_argument(*names, action=_EnvFlag, **kw)
+    opt("--nnodes", metavar="N|MIN:MAX", type=str, help="nodes: N, or MIN:MAX for an elastic job (default 1)")
+    opt("--nproc-per-node", "--nproc_per_node", "--nproc", metavar="N", dest="nproc_per_node", type=str, default="2",
+        help="ranks per node: a number, or auto, cpu, gpu, xpu (default 2; torchrun's is 1)")
+    opt("--rdzv-backend", "--rdzv_backend", metavar="NAME", default="static", help="rendezvous backend: static (default), c10d, etcd, ...")
+    opt("--rdzv-endpoint", "--rdzv_endpoint", metavar="HOST:PORT", help="host:port of the rendezvous, the same on every node")
+    opt("--rdzv-id", "--rdzv_id", metavar="ID", help="job id, the same on every node")
+    opt("--rdzv-conf", "--rdzv_conf", metavar="KEY=VALUE,...", help="extra rendezvous settings: key=value,...")
+    flag("--standalone", help="one node, with a rendezvous store of its own on a free port (one node's default anyway)")
+    opt("--max-restarts", "--max_restarts", metavar="N", type=int, help="restarts of all ranks after a failure (default 0)")
+    opt("--monitor-interval", "--monitor_interval", metavar="SECONDS", type=float, help="seconds between torchrun's checks of its workers")
+    opt("--start-method", "--start_method", choices=["spawn", "fork", "forkserver"], help="how workers that are functions start (--run-path)")
+    opt("--event-log-handler", "--event_log_handler", metavar="NAME", help="torchrun's event log handler")
+    opt("--role", metavar="NAME", help="the workers' role name")
+    flag("-m", "--module", help="the target is a module, run as `python -m` runs it")
+    flag("--no-python", "--no_python", help="the target is a program, run directly (the collective watch needs Python: it is off)")
+    flag("--run-path", "--run_path", help="run the script with runpy.run_path in torchrun's worker process")
+    opt("--log-dir", "--log_dir", metavar="DIR", help="where torchrun writes its own log files (default RUN_DIR/torchrun); each rank's output is in RUN_DIR/logs too")
+    opt("-r", "--redirects", metavar="SPEC", help="keep these streams off the console: 0-3 (1 stdout, 2 stderr, 3 both) or LOCAL_RANK:N,...; they stay in RUN_DIR/logs")
+    opt("-t", "--tee", metavar="SPEC", help="show these streams on the console as well as in log files (distlab always writes RUN_DIR/logs)")
+    opt("--local-ranks-filter", "--local_ranks_filter", metavar="RANKS", help="print only these local ranks on the console, e.g. 0,1; all stay in RUN_DIR/logs")
+    opt("--duplicate-stdout-filters", "--duplicate_stdout_filters", metavar="WORDS", help="copy stdout lines containing any of these words (a,b,...) to filtered_stdout.log")
+    opt("--duplicate-stderr-filters", "--duplicate_stderr_filters", metavar="WORDS", help="the same for stderr")
+    opt("--node-rank", "--node_rank", metavar="N", type=int, help="this node's rank for the static rendezvous (default 0)")
+    opt("--master-addr", "--master_addr", metavar="HOST", help="host of node rank 0 for the static rendezvous (default 127.0.0.1)")
+    opt("--master-port", "--master_port", metavar="PORT", type=int, help="its port (default: a free one on one node, 29500 on several)")
+    opt("--local-addr", "--local_addr", metavar="HOST", help="the address other nodes reach this node at")
+    g.add_argument("--logs-specs", "--logs_specs", metavar="NAME", action=_Refused, why=REFUSED_OPTIONS["logs_specs"], help="refused: " + REFUSED_OPTIONS["logs_specs"])
+    g.add_argument("--numa-binding", "--numa_binding", choices=["node", "socket", "exclusive", "core-complex"],
+                   help="bind each worker to the CPUs near its GPU")
+    opt("--signals-to-handle", "--signals_to_handle", metavar="SIGNALS", help="signals torchrun passes on to its workers, e.g. SIGTERM,SIGINT,SIGUSR1")
+    opt("--shutdown-timeout", "--shutdown_timeout", metavar="SECONDS", type=int, help="seconds workers get to stop before SIGKILL (default 30)")
+    flag("--virtual-local-rank", "--virtual_local_rank", help="LOCAL_RANK=0 in every worker, each seeing only its own GPU")
 
 # %% ../nbs/70_cli.ipynb #263ed933
-def _common(p: argparse.ArgumentParser):
-    p.add_argument("--nproc", type=int, default=None, help="ranks to start (default: the scenario's, or 2)")
+def _common(p: argparse.ArgumentParser, launch: bool = False):
+    if not launch: p.add_argument("--nproc", type=int, default=None, help="ranks to start (default: the scenario's, or 2)")
     p.add_argument("--backend", default="auto", help="gloo, nccl or auto (nccl when every rank gets a GPU)")
     p.add_argument("--timeout", type=float, default=None, help="stop the run after this many seconds")
     p.add_argument("--runs-root", default=None, help="where run directories go (default ./distlab-runs)")
     p.add_argument("--json", action="store_true", help="print one JSON object with the outcome on stdout")
+
+_LAUNCH_USAGE = ("distlab launch [torchrun options] [distlab options] SCRIPT [ARGS ...]\n"
+                 "       distlab launch [options] -m MODULE [ARGS ...]\n       distlab launch [options] --no-python PROGRAM [ARGS ...]")
 
 def build_parser() -> argparse.ArgumentParser:
     "The `distlab` argument parser."
@@ -28,16 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario"); p.add_argument("--variant", default="broken", help="broken or fixed")
     p.add_argument("--logs", action="store_true", help="stream every rank's output while it runs")
     _common(p)
-    p = sub.add_parser("launch", help="run your own script on torchrun ranks with the collective watch")
-    _common(p)
-    p.add_argument("--module", "-m", action="store_true", help="the target is a module name, as in python -m")
-    p.add_argument("--no-watch", action="store_true", help="plain torchrun: no ledger, no diagnosis")
-    p.add_argument("--stall-after", type=float, default=3.0, help="seconds a rank may wait in a collective another rank has not entered")
-    p.add_argument("--nnodes", type=int, default=1, help="nodes in the job (multi-node uses torchrun's c10d rendezvous)")
-    p.add_argument("--rdzv-endpoint", default=None, help="host:port of the rendezvous, the same on every node")
-    p.add_argument("--rdzv-id", default=None, help="job id shared by all nodes")
-    p.add_argument("--max-restarts", type=int, default=0, help="torchrun restarts after a failure")
-    p.add_argument("target", help="your training script (or module with -m)")
+    p = sub.add_parser("launch", help="torchrun with the collective watch: put it where torchrun was", usage=_LAUNCH_USAGE,
+                       description="Runs your script under torchrun with every rank's collectives watched. torchrun's "
+                       "options keep their spellings and meanings; everything after the script (or module) is the script's.")
+    add_torchrun_options(p)
+    d = p.add_argument_group("distlab's options")
+    _common(d, launch=True)
+    d.add_argument("--no-watch", action="store_true", help="plain torchrun: no ledger, no diagnosis")
+    d.add_argument("--stall-after", type=float, default=3.0, help="seconds a rank may wait in a collective another rank has not entered")
+    p.add_argument("target", help="your training script (a module with -m, a program with --no-python)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for your script")
     p = sub.add_parser("tour", help="run every scenario broken and fixed, print a table, save plots")
     _common(p)
@@ -74,6 +156,89 @@ def cmd_run(a) -> int:
           f"{o.duration_s:.1f} s: {verdict}\nrun directory: {o.run_dir}")
     return 0 if o.matched else 1
 
+# %% ../nbs/70_cli.ipynb #720f24b5
+def std_spec(spec: str, flag: str) -> dict[int | None, int]:
+    "torchrun's `-r`/`-t` value as {local rank (None: every rank): 0-3}; 1 stdout, 2 stderr, 3 both."
+    if re.fullmatch(r"[0-3]", spec): return {None: int(spec)}
+    if re.fullmatch(r"(\d:[0-3],)*\d:[0-3]", spec): return {int(k): int(v) for k, v in (p.split(":") for p in spec.split(","))}
+    raise ValueError(f"{flag} {spec}: write 0-3 for every rank (1 stdout, 2 stderr, 3 both) or LOCAL_RANK:VALUE pairs, e.g. 0:3,1:0")
+
+def console_filter(redirects: str | None, tee: str | None, local_ranks: str | None,
+                   nproc: int) -> Callable[[int | None, str], bool]:  # ranks per node: global rank -> local rank
+    "Whether torchrun would print a line of (rank, stream) on its console under `-r`, `-t` and `--local-ranks-filter`."
+    red, te = std_spec(redirects or "0", "--redirects"), std_spec(tee or "0", "--tee")
+    try: only = {int(r) for r in local_ranks.split(",")} if local_ranks else None
+    except ValueError: raise ValueError(f"--local-ranks-filter {local_ranks}: write local ranks separated by commas, e.g. 0,1") from None
+    def shows(rank: int | None, stream: str) -> bool:
+        if rank is None: return True  # torchrun's own lines
+        local, bit = rank % nproc, 1 if stream == "stdout" else 2
+        if only is not None and local not in only: return False
+        return bool(te.get(local, te.get(None, 0)) & bit) or not red.get(local, red.get(None, 0)) & bit
+    return shows
+
+# %% ../nbs/70_cli.ipynb #406d0bc9
+@dataclass
+class LaunchRequest:
+    "What `distlab launch` was asked to run."
+    target: str
+    args: list[str]
+    module: bool
+    config: LaunchConfig
+    shows: Callable[[int | None, str], bool]
+    "whether a line of (rank, stream) goes to the console"
+    notes: list[str]
+    "what distlab tells the person before the run (on stderr)"
+
+_FLAGS = {field: "--" + dest.replace("_", "-") for dest, field in TORCHRUN_FIELDS.items()} | {
+    "min_nnodes": "--nnodes", "backend": "--backend", "timeout_s": "--timeout", "stall_after_s": "--stall-after"}
+
+def launch_request(a, *, check_target: bool = True) -> LaunchRequest:
+    "`distlab launch`'s parsed arguments as a LaunchRequest; raises one ValueError listing every problem."
+    kw = {field: getattr(a, dest) for dest, field in TORCHRUN_FIELDS.items() if getattr(a, dest) not in (None, "")}
+    module = kw.pop("module", False)
+    kw |= dict(backend=a.backend, timeout_s=a.timeout, stall_after_s=a.stall_after, watch=not a.no_watch)
+    problems, notes = [], []
+    kw["nproc"] = int(kw["nproc"]) if re.fullmatch(r"-?\d+", kw["nproc"]) else kw["nproc"]
+    try: kw["min_nnodes"], kw["nnodes"] = _node_range(kw.pop("nnodes", "1"))
+    except ValueError: problems.append(f"--nnodes {a.nnodes}: write N or MIN:MAX with whole numbers, e.g. 2 or 1:4"); kw["nnodes"] = 1
+    if module and a.no_python: problems.append("-m with --no-python: a module is run by `python -m`, a program without Python; drop one")
+    if a.no_python and not a.run_path and kw["watch"]:
+        kw["watch"] = False
+        notes.append("--no-python runs the target as a program, without Python, so the collective watch is off (as with --no-watch)")
+    if kw.get("rdzv_backend") == "static" and kw["nnodes"] > 1 and kw.get("rdzv_id"):
+        notes.append("--rdzv-id is not used by torchrun's default static rendezvous, where every node needs its own "
+                     "--node-rank; add --rdzv-backend c10d for a rendezvous that numbers the nodes itself")
+    cfg = None
+    try: cfg = LaunchConfig(**kw)
+    except ConfigError as e: problems += [_in_flags(p) for p in e.problems]
+    try: shows = console_filter(a.redirects, a.tee, a.local_ranks_filter, cfg.nproc if cfg else 1)
+    except ValueError as e: problems.append(str(e))
+    if check_target: problems += target_problems(a.target, module, a.no_python and not a.run_path)
+    if problems: raise ValueError(problems[0] if len(problems) == 1 else f"{len(problems)} problems:\n  - " + "\n  - ".join(problems))
+    return LaunchRequest(a.target, list(a.args), module, cfg, shows, notes)
+
+def _node_range(spec: str) -> tuple[int | None, int]:
+    "(fewest nodes or None, most nodes) from torchrun's `--nnodes` N or MIN:MAX."
+    lo, _, hi = spec.partition(":")
+    lo, hi = int(lo), int(hi or lo)
+    return (None if lo == hi else lo), hi
+
+def _in_flags(problem: str) -> str:
+    "A LaunchConfig problem ('field=value: fix') in the command line's words ('--flag value: fix')."
+    name, _, rest = problem.partition("=")
+    fix = re.sub(r"\b(" + "|".join(f for f in _FLAGS if f != "backend") + r")=", lambda m: _FLAGS[m[1]] + " ", rest)
+    return f"{_FLAGS.get(name, name)} {fix.replace(', or None', '')}"  # None is not something one types
+
+# %% ../nbs/70_cli.ipynb #2d2b8954
+def target_problems(target: str, module: bool, program: bool) -> list[str]:
+    "Why `target` cannot run (a missing script or program), in the command line's words; [] when it can."
+    if module: return []  # python -m finds it, or says so
+    if program:
+        found = (os.path.isfile(target) and os.access(target, os.X_OK)) if os.sep in target else shutil.which(target)
+        return [] if found else [f"{target} not found: --no-python runs it as a program, so give its path or a command on PATH"]
+    if Path(target).is_file(): return []
+    return [f"{target} not found (looked at {Path(target).resolve()}); give the path of your training script (use -m for a module)"]
+
 # %% ../nbs/70_cli.ipynb #172aab49
 EXIT_STOPPED_BY_DISTLAB, EXIT_TIMEOUT, EXIT_INTERRUPTED = 3, 124, 130
 
@@ -84,12 +249,14 @@ def launch_exit_code(res) -> int:
     return EXIT_STOPPED_BY_DISTLAB
 
 def cmd_launch(a) -> int:
+    req = launch_request(a)
     from distlab.run.launch import launch
+    for note in req.notes: print(f"distlab: {note}", file=sys.stderr, flush=True)
     def on_diag(d): print("\n" + d.text() + "\n", file=sys.stderr, flush=True)
-    run = launch(a.target, a.args, module=a.module, nproc=a.nproc or 2, backend=a.backend, runs_root=a.runs_root,
-                 timeout_s=a.timeout, watch=not a.no_watch, stall_after_s=a.stall_after, nnodes=a.nnodes,
-                 rdzv_endpoint=a.rdzv_endpoint, rdzv_id=a.rdzv_id, max_restarts=a.max_restarts,
-                 on_line=None if a.json else _echo, on_diagnosis=None if a.json else on_diag)
+    def echo(rank, stream, line):
+        if req.shows(rank, stream): _echo(rank, stream, line)
+    run = launch(req.target, req.args, module=req.module, runs_root=a.runs_root, **asdict(req.config),
+                 on_line=None if a.json else echo, on_diagnosis=None if a.json else on_diag)
     try: res = run.wait()
     except KeyboardInterrupt:
         print(f"distlab: interrupted; run stopped, nothing left running ({run.run_dir})", file=sys.stderr)

@@ -4,12 +4,13 @@
 
 # %% ../nbs/00_config.ipynb #887ebc38
 from __future__ import annotations
-import os
+import os, signal, types, typing
 from dataclasses import dataclass, field, asdict, fields
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['BACKENDS', 'MODEL_KINDS', 'ConfigError', 'LaunchConfig', 'ModelConfig', 'DataConfig', 'TrainConfig']
+__all__ = ['NPROC_NAMES', 'BACKENDS', 'START_METHODS', 'NUMA_BINDINGS', 'MODEL_KINDS', 'ConfigError', 'count_local_ranks',
+           'LaunchConfig', 'ModelConfig', 'DataConfig', 'TrainConfig']
 
 # %% ../nbs/00_config.ipynb #07eab2d1
 class ConfigError(ValueError):
@@ -20,32 +21,117 @@ class ConfigError(ValueError):
 
 class _Checks:
     "Gathers problems for one config object, then raises them together."
-    def __init__(self, obj): self.obj, self.problems = obj, []
-    def need(self, ok: bool, name: str, fix: str):
+    def __init__(self, obj): self.obj, self.problems, self.bad = obj, [], set()
+    def need(self, ok, name: str, fix: str,
+             reads: tuple[str, ...] = ()):  # other fields a callable `ok` reads
+        "Record a problem with `name` unless `ok`: a bool, or a function called only when the fields it reads have the right types."
+        if callable(ok):
+            if self.bad & {name, *reads}: return  # already reported as a wrong type
+            ok = ok()
         if not ok: self.problems.append(f"{name}={getattr(self.obj, name)!r}: {fix}")
+    def types(self):
+        "Record every field whose value is not of its annotated type (5 is a fine float; True is not an int)."
+        hints = typing.get_type_hints(type(self.obj))
+        for f in fields(self.obj):
+            hint, value = hints[f.name], getattr(self.obj, f.name)
+            allowed = typing.get_args(hint) if _is_union(hint) else (hint,)
+            if not any(_is_a(value, t) for t in allowed):
+                self.bad.add(f.name)
+                words = " or ".join(_TYPE_WORDS.get(t, getattr(t, "__name__", str(t))) for t in allowed)
+                self.problems.append(f"{f.name}={value!r}: use {words}, not {type(value).__name__}")
     def done(self):
         if self.problems: raise ConfigError(type(self.obj).__name__, self.problems)
 
+_TYPE_WORDS = {int: "a whole number", float: "a number", str: "a string", bool: "True or False", type(None): "None", Path: "a path"}
+
+def _is_union(hint) -> bool: return isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+
+def _is_a(value, t) -> bool:
+    if t is type(None): return value is None
+    if isinstance(value, bool): return t is bool
+    if t is float: return isinstance(value, (int, float))
+    return isinstance(value, typing.get_origin(t) or t)
+
+# %% ../nbs/00_config.ipynb #3b7de1d9
+NPROC_NAMES = ("auto", "cpu", "gpu", "xpu")
+
+def count_local_ranks(nproc: int | str) -> int:
+    "Ranks per node for torchrun's `--nproc-per-node` value (a number, `cpu`, `gpu`, `xpu` or `auto`), counted as torchrun counts them."
+    if isinstance(nproc, int): return nproc
+    if nproc == "cpu": return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if nproc not in NPROC_NAMES: raise ValueError(f"use a whole number of ranks or one of {', '.join(NPROC_NAMES)}")
+    import torch  # only the accelerators need it (1-2 s)
+    if nproc in ("gpu", "xpu"):
+        dev = torch.cuda if nproc == "gpu" else getattr(torch, "xpu", None)
+        if dev is None or not dev.is_available():
+            raise ValueError(f"this machine has no {'CUDA GPU' if nproc == 'gpu' else 'XPU'} torch can use: give a number of ranks, or 'cpu'")
+        return dev.device_count()
+    acc = getattr(torch, "accelerator", None)  # auto: one rank per accelerator, else one per CPU
+    if acc is not None and acc.is_available(): return acc.device_count()
+    return count_local_ranks("cpu")
+
 # %% ../nbs/00_config.ipynb #a0336c20
 BACKENDS = ("auto", "gloo", "nccl")
+START_METHODS = ("spawn", "fork", "forkserver")
+NUMA_BINDINGS = ("node", "socket", "exclusive", "core-complex")
 
 @dataclass(kw_only=True)
 class LaunchConfig:
-    "How torchrun is started for one run."
-    nproc: int = 2
-    "ranks (worker processes) on this node"
+    "How torchrun is started for one run; a field named after a torchrun flag means what that flag means."
+    nproc: int | str = 2
+    "ranks on this node (torchrun `--nproc-per-node`): a number, or `cpu`, `gpu`, `xpu`, `auto`, made the number torchrun would count"
     backend: str = "auto"
     "process-group backend the ranks use: `gloo` (CPU), `nccl` (GPUs) or `auto` (nccl when every local rank gets a GPU)"
     nnodes: int = 1
-    "number of nodes; above 1 the nodes meet through torchrun's c10d rendezvous at `rdzv_endpoint`"
+    "nodes in the job (`--nnodes`), the most nodes of an elastic job; above 1 the nodes meet at a rendezvous"
+    min_nnodes: int | None = None
+    "the fewest nodes an elastic job runs with (`--nnodes MIN:MAX`); None: exactly `nnodes`"
+    node_rank: int = 0
+    "this node's rank, 0 to nnodes-1 (`--node-rank`), for the static rendezvous"
+    rdzv_backend: str | None = None
+    "the rendezvous (`--rdzv-backend`): `static`, `c10d`, `etcd`, ...; None: `c10d` on several nodes, else a private store as with `standalone` (torchrun's default is `static`)"
     rdzv_endpoint: str | None = None
-    "`host:port` of the rendezvous (multi-node); the same on every node"
+    "`host:port` of the rendezvous (`--rdzv-endpoint`), the same on every node"
     rdzv_id: str | None = None
-    "a job id shared by all nodes of one multi-node job"
+    "a job id shared by all nodes of one job (`--rdzv-id`); None: torchrun's, or `distlab` for the default c10d rendezvous"
+    rdzv_conf: str | None = None
+    "extra rendezvous settings `key=value,...` (`--rdzv-conf`), e.g. `join_timeout=900`"
+    standalone: bool = False
+    "one node with a rendezvous store of its own on a free port (`--standalone`); what a one-node run gets when no rendezvous is set"
+    master_addr: str | None = None
+    "host of node rank 0 for the static rendezvous (`--master-addr`); None: torchrun's 127.0.0.1"
     master_port: int | None = None
-    "fixed port for a single-node run; None lets torchrun pick a free one (no collisions between runs)"
+    "port on `master_addr` for the static rendezvous (`--master-port`); None lets torchrun pick a free one on one node (no collisions between runs)"
+    local_addr: str | None = None
+    "the address other nodes reach this node at (`--local-addr`); None: torchrun looks it up"
     max_restarts: int = 0
-    "how many times torchrun restarts all ranks after a failure"
+    "how many times torchrun restarts all ranks after a failure (`--max-restarts`)"
+    monitor_interval_s: float | None = None
+    "how often torchrun checks its workers (`--monitor-interval`); None: torchrun's 0.1 s"
+    start_method: str | None = None
+    "how torchrun starts workers that are functions, as with `run_path` (`--start-method`: spawn, fork, forkserver); None: spawn"
+    role: str | None = None
+    "the workers' role name (`--role`); None: `default`"
+    no_python: bool = False
+    "run the target as a command rather than a Python script (`--no-python`); the watch needs Python, so it takes watch=False"
+    run_path: bool = False
+    "run the script with runpy.run_path in torchrun's worker process rather than a new `python` (`--run-path`)"
+    virtual_local_rank: bool = False
+    "LOCAL_RANK=0 in every worker, each seeing only its own GPU (`--virtual-local-rank`)"
+    numa_binding: str | None = None
+    "bind each worker to the CPUs near its GPU (`--numa-binding`: node, socket, exclusive, core-complex)"
+    signals_to_handle: str | None = None
+    "signals torchrun passes on to its workers, e.g. `SIGTERM,SIGINT,SIGUSR1` (`--signals-to-handle`); None: torchrun's"
+    shutdown_timeout_s: int | None = None
+    "seconds torchrun gives workers to stop before SIGKILL (`--shutdown-timeout`); None: torchrun's 30"
+    log_dir: str | Path | None = None
+    "where torchrun writes its own log files (`--log-dir`); None: RUN_DIR/torchrun. Each rank's output is in RUN_DIR/logs either way"
+    event_log_handler: str | None = None
+    "torchrun's event log handler (`--event-log-handler`); None: `null`"
+    duplicate_stdout_filters: str | None = None
+    "copy the workers' stdout lines containing any of these comma-separated words to filtered_stdout.log in the log dir (`--duplicate-stdout-filters`)"
+    duplicate_stderr_filters: str | None = None
+    "the same for stderr (`--duplicate-stderr-filters`)"
     timeout_s: float | None = None
     "wall-clock limit for the whole run; past it the run is stopped with status `timeout`"
     watch: bool = True
@@ -59,25 +145,70 @@ class LaunchConfig:
 
     def __post_init__(self):
         c = _Checks(self)
-        c.need(isinstance(self.nproc, int) and self.nproc >= 1, "nproc", "use a whole number of ranks, 1 or more")
-        c.need(self.backend in BACKENDS, "backend", f"use one of {', '.join(BACKENDS)}")
-        c.need(isinstance(self.nnodes, int) and self.nnodes >= 1, "nnodes", "use 1 or more nodes")
-        c.need(self.nnodes == 1 or bool(self.rdzv_endpoint), "rdzv_endpoint",
-               "a multi-node run needs the rendezvous address, e.g. rdzv_endpoint='node0:29400'")
-        c.need(self.rdzv_endpoint is None or _is_host_port(self.rdzv_endpoint), "rdzv_endpoint", "write it as host:port")
-        c.need(self.master_port is None or (isinstance(self.master_port, int) and 0 < self.master_port < 65536),
-               "master_port", "use a port between 1 and 65535, or None for a free one")
-        c.need(self.nnodes == 1 or self.master_port is None, "master_port",
-               "multi-node runs meet at rdzv_endpoint; leave master_port unset")
-        c.need(isinstance(self.max_restarts, int) and self.max_restarts >= 0, "max_restarts", "use 0 or more")
-        c.need(self.timeout_s is None or self.timeout_s > 0, "timeout_s", "use a positive number of seconds, or None")
-        c.need(self.stall_after_s > 0, "stall_after_s", "use a positive number of seconds")
-        c.need(self.join_timeout_s > 0, "join_timeout_s", "use a positive number of seconds")
+        c.types()
+        self._check_ranks(c); self._check_rendezvous(c); self._check_workers(c); self._check_watch(c)
         c.done()
+
+    def _check_ranks(self, c: _Checks):
+        c.need(lambda: self.nproc in NPROC_NAMES or (isinstance(self.nproc, int) and self.nproc >= 1), "nproc",
+               f"use a whole number of ranks, 1 or more, or one of {', '.join(NPROC_NAMES)}")
+        if isinstance(self.nproc, str) and self.nproc in NPROC_NAMES:
+            try: self.nproc = count_local_ranks(self.nproc)
+            except ValueError as e: c.need(False, "nproc", str(e))
+        c.need(lambda: self.backend in BACKENDS, "backend", f"use one of {', '.join(BACKENDS)}")
+
+    def _check_rendezvous(self, c: _Checks):
+        nodes = ("nnodes",)
+        c.need(lambda: self.nnodes >= 1, "nnodes", "use 1 or more nodes")
+        c.need(lambda: self.min_nnodes is None or 1 <= self.min_nnodes <= self.nnodes, "min_nnodes",
+               f"use 1 up to nnodes={self.nnodes}, or None (torchrun --nnodes MIN:MAX)", reads=nodes)
+        c.need(lambda: 0 <= self.node_rank < self.nnodes, "node_rank", f"use 0 up to nnodes-1 (nnodes={self.nnodes})", reads=nodes)
+        for name in ("rdzv_backend", "rdzv_id", "master_addr", "local_addr"):
+            c.need(lambda: getattr(self, name) is None or bool(getattr(self, name).strip()), name, "use a non-empty string, or None")
+        c.need(lambda: self.nnodes == 1 or self.rdzv_backend == "static" or bool(self.rdzv_endpoint), "rdzv_endpoint",
+               "a multi-node run needs the rendezvous address, e.g. rdzv_endpoint='node0:29400' "
+               "(or rdzv_backend='static' with master_addr and master_port)", reads=nodes + ("rdzv_backend",))
+        c.need(lambda: self.rdzv_endpoint is None or _is_host_port(self.rdzv_endpoint), "rdzv_endpoint", "write it as host:port")
+        c.need(lambda: self.rdzv_conf is None or _is_key_values(self.rdzv_conf), "rdzv_conf",
+               "write it as key=value,key=value (e.g. 'join_timeout=900,read_timeout=60')")
+        c.need(lambda: not self.standalone or self.nnodes == 1, "standalone", "standalone keeps the rendezvous on this "
+               "machine: use nnodes=1, or rdzv_backend='c10d' with rdzv_endpoint for several nodes", reads=nodes)
+        c.need(lambda: self.master_port is None or 0 < self.master_port < 65536, "master_port",
+               "use a port between 1 and 65535, or None for a free one")
+        c.need(lambda: self.nnodes == 1 or self.master_port is None or self.rdzv_backend == "static", "master_port",
+               "only the static rendezvous uses master_port: leave it unset (the nodes meet at rdzv_endpoint), "
+               "or set rdzv_backend='static'", reads=nodes + ("rdzv_backend",))
+
+    def _check_workers(self, c: _Checks):
+        c.need(lambda: self.max_restarts >= 0, "max_restarts", "use 0 or more")
+        c.need(lambda: self.monitor_interval_s is None or self.monitor_interval_s > 0, "monitor_interval_s",
+               "use a positive number of seconds, or None")
+        c.need(lambda: self.start_method in (None, *START_METHODS), "start_method", f"use one of {', '.join(START_METHODS)}, or None")
+        c.need(lambda: self.role is None or bool(self.role.strip()), "role", "use a non-empty name, or None")
+        c.need(lambda: not (self.no_python and self.watch and not self.run_path), "no_python", "the watch runs the "
+               "target under Python (python -m distlab.rank.shim): set watch=False to run a command directly", reads=("watch", "run_path"))
+        c.need(lambda: self.numa_binding in (None, *NUMA_BINDINGS), "numa_binding", f"use one of {', '.join(NUMA_BINDINGS)}, or None")
+        c.need(lambda: self.signals_to_handle is None or _are_signals(self.signals_to_handle), "signals_to_handle",
+               "write signal names separated by commas, e.g. 'SIGTERM,SIGINT,SIGUSR1'")
+        c.need(lambda: self.shutdown_timeout_s is None or self.shutdown_timeout_s >= 0, "shutdown_timeout_s", "use 0 or more seconds, or None")
+        c.need(lambda: self.event_log_handler is None or bool(self.event_log_handler.strip()), "event_log_handler",
+               "use a registered handler's name (e.g. 'console'), or None")
+
+    def _check_watch(self, c: _Checks):
+        c.need(lambda: self.timeout_s is None or self.timeout_s > 0, "timeout_s", "use a positive number of seconds, or None")
+        c.need(lambda: self.stall_after_s > 0, "stall_after_s", "use a positive number of seconds")
+        c.need(lambda: self.join_timeout_s > 0, "join_timeout_s", "use a positive number of seconds")
 
 def _is_host_port(s: str) -> bool:
     host, _, port = s.rpartition(":")
     return bool(host) and port.isdigit() and 0 < int(port) < 65536
+
+def _is_key_values(s: str) -> bool:
+    "torchrun's `--rdzv-conf` grammar: empty, or key=value pairs separated by commas, neither side empty."
+    pairs = [kv.partition("=") for kv in s.strip().split(",")] if s.strip() else []
+    return all(k.strip() and eq and v.strip() for k, eq, v in pairs)
+
+def _are_signals(s: str) -> bool: return all(n.strip().startswith("SIG") and hasattr(signal, n.strip()) for n in s.split(","))
 
 # %% ../nbs/00_config.ipynb #3f525be6
 MODEL_KINDS = ("mlp", "transformer")
