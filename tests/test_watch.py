@@ -83,7 +83,7 @@ def test_shape_mismatch(tmp_path):
 
 
 def test_rank_stuck_in_user_code_is_a_stall_with_its_stack(tmp_path):
-    d, w, _ = watch_job(tmp_path, "sleeper.py", 2)
+    d, w, _ = watch_job(tmp_path, "sleeper.py", 2, stall_policy="strict")  # asleep on purpose: the safe policy waits 30 s
     assert d.kind == "stall" and d.culprit_ranks == [1], d.text()
     assert d.collective["op"] == "all_reduce" and d.collective["seq"] == 3
     assert f'sleeper.py", line {line_of("sleeper.py", "sleep")}' in d.stacks[1]
