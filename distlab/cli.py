@@ -15,7 +15,7 @@ from .config import LaunchConfig, ConfigError
 __all__ = ['TORCHRUN_FIELDS', 'CONSOLE_OPTIONS', 'REFUSED_OPTIONS', 'EXIT_STOPPED_BY_DISTLAB', 'EXIT_TIMEOUT', 'EXIT_INTERRUPTED',
            'COMMANDS', 'add_torchrun_options', 'build_parser', 'cmd_list', 'cmd_run', 'std_spec', 'console_filter',
            'LaunchRequest', 'launch_request', 'target_problems', 'launch_exit_code', 'cmd_launch', 'tour', 'tour_table',
-           'cmd_tour', 'main']
+           'cmd_tour', 'cmd_lab', 'main']
 
 # %% ../nbs/70_cli.ipynb #8b5229c0
 class _Env(argparse.Action):
@@ -125,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--only", nargs="*", default=None, help="scenario ids to include (default: all)")
     p.add_argument("--plots", default="distlab-tour", help="folder for the plots")
+    p = sub.add_parser("lab", help="copy the walkthrough notebooks into DIR and open them in JupyterLab", add_help=False)
+    p.add_argument("lab_args", nargs=argparse.REMAINDER, help="DIR [--no-start] [--overwrite] (see distlab lab --help)")
     return ap
 
 # %% ../nbs/70_cli.ipynb #53e6db65
@@ -319,10 +321,16 @@ def cmd_tour(a) -> int:
     return 0 if all(r["matched"] for r in rows) else 1
 
 # %% ../nbs/70_cli.ipynb #13a786b5
-COMMANDS = {"list": cmd_list, "run": cmd_run, "launch": cmd_launch, "tour": cmd_tour}
+def cmd_lab(a) -> int:
+    from distlab.ui.walkthroughs import main as lab_main  # its own parser: `distlab lab --help` shows its options
+    return lab_main(a.lab_args[1:] if a.lab_args[:1] == ["--"] else a.lab_args)
+
+COMMANDS = {"list": cmd_list, "run": cmd_run, "launch": cmd_launch, "tour": cmd_tour, "lab": cmd_lab}
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `distlab` command."
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["lab"]: argv = ["lab", "--", *argv[1:]]  # `distlab lab --help` is the lab's own help
     a = build_parser().parse_args(argv)
     try: code = COMMANDS[a.cmd](a)
     except (KeyError, ValueError, FileNotFoundError) as e:

@@ -92,3 +92,33 @@ def test_live_run_still_shows_its_signature(case):
     text = _capture_module().run_case(case)
     if case == "healthy": assert match_signatures(text) == [], text[-3000:]
     else: check_own_signature(case, text, details=LIVE_DETAILS.get(case), also=CONSEQUENCES.get(case, ()))
+
+
+# --- the diagnosis a user reads: a rank dies with one of these logs, and the rank-died rule names its cause and fix
+
+from distlab.contract import make_run_dir, log_path
+from distlab.watch.diagnosis import tracks_from_events
+from distlab.watch.rules import diagnose
+
+DIAGNOSED = sorted(p.stem for p in LOGS.glob("*.txt") if p.stem in SIGNATURES)
+
+
+@pytest.mark.parametrize("sig_id", DIAGNOSED)
+def test_a_rank_that_died_with_a_known_error_is_diagnosed_with_its_cause_and_fix(sig_id, tmp_path):
+    run = make_run_dir(tmp_path / "run")
+    log = (LOGS / f"{sig_id}.txt").read_text()
+    log_path(run, 1, "stderr").write_text(log)  # what the rank printed, as the launcher stores it
+    t0 = 1000.0
+    hello = lambda r: {"ev": "hello", "rank": r, "t": t0, "pid": 4000 + r, "gen": 0}
+    init = lambda r: {"ev": "init", "rank": r, "t": t0 + 0.5, "state": "completed", "gen": 0}
+    events = {0: [hello(0), init(0), {"ev": "coll", "rank": 0, "t": t0 + 1, "state": "started", "seq": 1, "group": "world",
+                                      "op": "all_reduce", "shapes": [[10]], "dtype": "float32", "site": "train.py:20", "gen": 0}],
+              1: [hello(1), init(1), {"ev": "exit", "rank": 1, "t": t0 + 1.2, "status": "exception", "code": 1, "gen": 0,
+                                      "error": "RuntimeError: see stderr", "traceback": ""}]}
+    tracks = tracks_from_events(events)
+    d = diagnose(tracks, 2, t0 + 5, final=True, run_dir=run)
+    sig = SIGNATURES[sig_id]
+    assert d is not None and d.kind == "rank-died" and d.culprit_ranks == [1], d
+    assert sig.title in d.headline, d.headline
+    assert sig.cause in d.explanation and sig.fix.split("\n")[0] in d.fix, (d.explanation, d.fix)
+    assert "stopped with an exception in its own code" not in d.explanation

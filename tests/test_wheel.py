@@ -106,7 +106,7 @@ def test_core_install_runs_the_cli_and_imports_everything_but_the_widgets(venv, 
 
 
 def test_installed_lab_command_copies_the_walkthroughs_and_says_how_to_get_jupyterlab(venv, tmp_path):
-    p = sh([venv / "bin" / "python", "-m", "distlab.ui.walkthroughs", "my-lab"], cwd=tmp_path, env=clean_env(venv))
+    p = sh([venv / "bin" / "distlab", "lab", "my-lab"], cwd=tmp_path, env=clean_env(venv))
     assert p.returncode == 1, p.stdout + p.stderr  # no JupyterLab in a core install ...
     assert "pip install 'distlab[lab]'" in p.stderr and "jupyter lab" in p.stderr, p.stderr  # ... and how to get it
     for f in tracked("examples/*.ipynb"):  # the notebooks are copied all the same, ready for when it is installed
