@@ -52,6 +52,7 @@ def test_exit_code_is_not_a_signal(tmp_path):
     d = res.diagnosis
     assert d.kind == "rank-died" and d.culprit_ranks == [1], d.text()
     assert "exited with code 7 without an exit event" in d.headline and "SIGKILL" not in d.headline, d.headline
+    assert res.status == "failed" and res.exit_codes[1] == 7, (res.status, res.exit_codes)  # torchrun's code, kept
 
 
 def test_barrier_under_if_rank_gets_the_branch_fix(tmp_path):
