@@ -4,12 +4,8 @@
 
 # %% ../../nbs/40_scenarios.ipynb #718435af
 from __future__ import annotations
-import json
-from dataclasses import dataclass, field, asdict
-from pathlib import Path
-from typing import Callable
-
 import importlib, importlib.metadata, pkgutil
+from dataclasses import dataclass, field
 
 # %% auto #0
 __all__ = ['FAMILY_ENTRY_POINTS', 'SCENARIOS', 'Expect', 'Measured', 'Variant', 'Scenario', 'load_families', 'ScenarioRegistry',
