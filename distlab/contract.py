@@ -9,9 +9,9 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'RUN_DIR_ENV', 'RUN_ID_ENV', 'BACKEND_ENV', 'RUNS_ROOT_ENV', 'FAST_EXIT_ENV', 'DDP_BUCKETS_ENV',
-           'RESTART_ENV', 'RUN_SUBDIRS', 'RUN_JSON', 'RESULT_JSON', 'RANK_MACHINERY', 'EVENT_FIELDS', 'COMMON_FIELDS',
-           'restart_generation', 'events_path', 'tape_paths', 'tape_glob', 'heartbeat_path', 'stacks_path', 'log_path',
-           'is_machinery', 'make_run_dir', 'ranks_in', 'check_event']
+           'RESTART_ENV', 'RUN_SUBDIRS', 'RUN_JSON', 'RESULT_JSON', 'RANK_MACHINERY', 'STEP_PHASE_FIELDS',
+           'EVENT_FIELDS', 'COMMON_FIELDS', 'restart_generation', 'events_path', 'tape_paths', 'tape_glob',
+           'heartbeat_path', 'stacks_path', 'log_path', 'is_machinery', 'make_run_dir', 'ranks_in', 'check_event']
 
 # %% ../nbs/01_contract.ipynb #04a02084
 SCHEMA_VERSION = 2  # 2: events carry `gen` (torchrun's restart generation); run.json says `schema`
@@ -82,15 +82,17 @@ def ranks_in(run_dir: str | Path) -> list[int]:
     return sorted(found)
 
 # %% ../nbs/01_contract.ipynb #1ca5688c
+STEP_PHASE_FIELDS = ("step_s", "data_s", "compute_s", "comm_s", "comm_busy_s", "comm_bytes", "buckets")  # written by `distlab.rank.profile.StepProfiler`
+
 EVENT_FIELDS = {
     "hello": ("pid", "host", "local_rank", "world_size", "argv"),
     "init": ("state", "backend", "world_size", "error", "site", "code"),
     "coll": ("state", "seq", "group", "op", "shapes", "dtype", "site", "file", "func", "code", "dur_s", "error"),
-    "step": ("step",),
+    "step": ("step", "loss", "samples", *STEP_PHASE_FIELDS),
     "loop_done": ("steps",),
     "note": ("text",),
     "exit": ("status", "code", "error", "traceback"),
-}  # the fields a reader may rely on; producers may add more (e.g. `loss`, `samples`, `peer`, `group_ranks`)
+}  # the fields a reader may find (required ones: `check_event`); producers may add more (e.g. `peer`, `group_ranks`)
 COMMON_FIELDS = ("ev", "rank", "t")
 
 def check_event(ev: dict) -> list[str]:
