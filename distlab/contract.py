@@ -9,9 +9,10 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'RUN_DIR_ENV', 'RUN_ID_ENV', 'BACKEND_ENV', 'RUNS_ROOT_ENV', 'FAST_EXIT_ENV', 'DDP_BUCKETS_ENV',
-           'RESTART_ENV', 'RUN_SUBDIRS', 'RUN_JSON', 'RESULT_JSON', 'RANK_MACHINERY', 'STEP_PHASE_FIELDS',
+           'TRACE_ENV', 'RESTART_ENV', 'RUN_SUBDIRS', 'RUN_JSON', 'RESULT_JSON', 'RANK_MACHINERY', 'STEP_PHASE_FIELDS',
            'EVENT_FIELDS', 'COMMON_FIELDS', 'restart_generation', 'events_path', 'tape_paths', 'tape_glob',
-           'heartbeat_path', 'stacks_path', 'log_path', 'is_machinery', 'make_run_dir', 'ranks_in', 'check_event']
+           'heartbeat_path', 'stacks_path', 'log_path', 'trace_path', 'is_machinery', 'make_run_dir', 'ranks_in',
+           'check_event']
 
 # %% ../nbs/01_contract.ipynb #04a02084
 SCHEMA_VERSION = 2  # 2: events carry `gen` (torchrun's restart generation); run.json says `schema`
@@ -22,6 +23,7 @@ BACKEND_ENV = "DISTLAB_BACKEND"        # `gloo` or `nccl`, resolved by the launc
 RUNS_ROOT_ENV = "DISTLAB_RUNS_ROOT"    # where run directories go (default ./distlab-runs)
 FAST_EXIT_ENV = "DISTLAB_FAST_EXIT"    # "1": a scenario rank leaves through os._exit after its exit event
 DDP_BUCKETS_ENV = "DISTLAB_DDP_BUCKETS"  # "hook": one record per DDP bucket instead of one per backward
+TRACE_ENV = "DISTLAB_TRACE"          # "WAIT,ACTIVE": each rank writes a torch.profiler trace of ACTIVE optimizer steps after WAIT
 RESTART_ENV = "TORCHELASTIC_RESTART_COUNT"  # torchrun's restart generation of this worker (0 first)
 
 def restart_generation(environ=None) -> int:
@@ -58,7 +60,11 @@ def log_path(run_dir: str | Path, rank: int | None, stream: str = "stdout") -> P
     name = "torchrun.stderr" if rank is None else f"rank{rank}.{stream}"
     return Path(run_dir) / "logs" / name
 
-RANK_MACHINERY = tuple(os.path.join("distlab", "rank", f"{m}.py") for m in ("shim", "ledger", "worker", "events", "tape")) \
+def trace_path(run_dir: str | Path, rank: int, gen: int = 0) -> Path:
+    "Where `rank` writes its torch.profiler trace (Chrome trace JSON, read by Perfetto and Holistic Trace Analysis)."
+    return Path(run_dir) / "traces" / (f"rank{rank}.pt.trace.json" if not gen else f"rank{rank}.gen{gen}.pt.trace.json")
+
+RANK_MACHINERY = tuple(os.path.join("distlab", "rank", f"{m}.py") for m in ("shim", "ledger", "worker", "events", "tape", "profile", "trace")) \
     + ("<frozen runpy>",)
 
 def is_machinery(where: str) -> bool:

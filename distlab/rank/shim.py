@@ -68,8 +68,10 @@ def run(argv: list[str]) -> int:
     import runpy
     target, is_module, args = parse_argv(argv)
     emit_hello(argv)
-    from distlab.rank import ledger
+    from distlab.rank import ledger, trace
     ledger.install()
+    try: trace.install_from_env()  # `--trace`: a torch.profiler window over the script's optimizer steps
+    except ValueError as e: print(f"distlab: no trace: {e}", file=sys.stderr)
     shim_main = sys.modules.get("__main__")  # keep the shim's module alive while the script runs
     sys.argv = [target, *args]
     if is_module: sys.path[0] = os.getcwd()
