@@ -23,9 +23,12 @@ class EventWriter:
         self._lock = threading.Lock()
         self.gen = restart_generation()  # torchrun's restart generation of this process
         self.before_write = None  # called before each event is written (the ledger flushes its tape there)
+        self.flushers: list = []  # called before a `loop_done` or `exit` event: writers that buffer events (the step profiler) catch up
 
     def emit(self, ev: str, **fields) -> dict:
         "Write event `ev` with `fields`, stamped with rank, wall time `t` and restart generation `gen`."
+        if ev in ("loop_done", "exit"):
+            for flush in list(self.flushers): flush()
         rec = {"ev": ev, "rank": self.rank, "t": time.time(), "gen": self.gen, **fields}
         line = (json.dumps(rec, default=str) + "\n").encode()
         if self.before_write is not None: self.before_write()
