@@ -9,7 +9,7 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 from typing import Callable
 
-from .config import LaunchConfig, ConfigError
+from .config import LaunchConfig, ConfigError, STALL_POLICIES
 
 # %% auto #0
 __all__ = ['TORCHRUN_FIELDS', 'CONSOLE_OPTIONS', 'REFUSED_OPTIONS', 'EXIT_STOPPED_BY_DISTLAB', 'EXIT_TIMEOUT', 'EXIT_INTERRUPTED',
@@ -119,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(d, launch=True)
     d.add_argument("--no-watch", action="store_true", help="plain torchrun: no ledger, no diagnosis")
     d.add_argument("--stall-after", type=float, default=3.0, help="seconds a rank may wait in a collective another rank has not entered")
+    d.add_argument("--stall-policy", choices=STALL_POLICIES, default="safe", help="safe (default): stop only a rank that is "
+                   "certainly stuck, never a busy one; strict: stop after --stall-after whatever the awaited rank is doing")
     p.add_argument("target", help="your training script (a module with -m, a program with --no-python)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for your script")
     p = sub.add_parser("tour", help="run every scenario broken and fixed, print a table, save plots")
@@ -192,13 +194,14 @@ class LaunchRequest:
     "what distlab tells the person before the run (on stderr)"
 
 _FLAGS = {field: "--" + dest.replace("_", "-") for dest, field in TORCHRUN_FIELDS.items()} | {
-    "min_nnodes": "--nnodes", "backend": "--backend", "timeout_s": "--timeout", "stall_after_s": "--stall-after"}
+    "min_nnodes": "--nnodes", "backend": "--backend", "timeout_s": "--timeout", "stall_after_s": "--stall-after",
+    "stall_policy": "--stall-policy"}
 
 def launch_request(a, *, check_target: bool = True) -> LaunchRequest:
     "`distlab launch`'s parsed arguments as a LaunchRequest; raises one ValueError listing every problem."
     kw = {field: getattr(a, dest) for dest, field in TORCHRUN_FIELDS.items() if getattr(a, dest) not in (None, "")}
     module = kw.pop("module", False)
-    kw |= dict(backend=a.backend, timeout_s=a.timeout, stall_after_s=a.stall_after, watch=not a.no_watch)
+    kw |= dict(backend=a.backend, timeout_s=a.timeout, stall_after_s=a.stall_after, stall_policy=a.stall_policy, watch=not a.no_watch)
     problems, notes = [], []
     kw["nproc"] = int(kw["nproc"]) if re.fullmatch(r"-?\d+", kw["nproc"]) else kw["nproc"]
     try: kw["min_nnodes"], kw["nnodes"] = _node_range(kw.pop("nnodes", "1"))

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field, asdict, fields
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['NPROC_NAMES', 'BACKENDS', 'START_METHODS', 'NUMA_BINDINGS', 'MODEL_KINDS', 'ConfigError', 'count_local_ranks',
-           'LaunchConfig', 'ModelConfig', 'DataConfig', 'TrainConfig']
+__all__ = ['NPROC_NAMES', 'BACKENDS', 'START_METHODS', 'NUMA_BINDINGS', 'STALL_POLICIES', 'MODEL_KINDS', 'ConfigError',
+           'count_local_ranks', 'LaunchConfig', 'ModelConfig', 'DataConfig', 'TrainConfig']
 
 # %% ../nbs/00_config.ipynb #07eab2d1
 class ConfigError(ValueError):
@@ -74,6 +74,7 @@ def count_local_ranks(nproc: int | str) -> int:
 BACKENDS = ("auto", "gloo", "nccl")
 START_METHODS = ("spawn", "fork", "forkserver")
 NUMA_BINDINGS = ("node", "socket", "exclusive", "core-complex")
+STALL_POLICIES = ("safe", "strict")
 
 @dataclass(kw_only=True)
 class LaunchConfig:
@@ -138,6 +139,8 @@ class LaunchConfig:
     "record every collective in every rank and diagnose stalls and mismatches while the job runs"
     stall_after_s: float = 3.0
     "a rank waiting this long in a collective that some other rank has not entered is a stall"
+    stall_policy: str = "safe"
+    "when a rank the others wait for, outside any collective, is a stall: `safe` only once it is certainly stuck (no CPU and the same stack, for `stall_after_s` on a lock, 30 s in sleep or I/O; a busy rank never), `strict` after `stall_after_s` whatever it is doing"
     join_timeout_s: float = 60.0
     "ranks that have not joined the process group this long after the first one did never joined"
     stop_on_diagnosis: bool = True
@@ -197,6 +200,8 @@ class LaunchConfig:
     def _check_watch(self, c: _Checks):
         c.need(lambda: self.timeout_s is None or self.timeout_s > 0, "timeout_s", "use a positive number of seconds, or None")
         c.need(lambda: self.stall_after_s > 0, "stall_after_s", "use a positive number of seconds")
+        c.need(lambda: self.stall_policy in STALL_POLICIES, "stall_policy", "use 'safe' (a busy rank is never a stall; a "
+               "stuck one is) or 'strict' (time alone: stall_after_s, whatever the awaited rank is doing)")
         c.need(lambda: self.join_timeout_s > 0, "join_timeout_s", "use a positive number of seconds")
 
 def _is_host_port(s: str) -> bool:

@@ -1,5 +1,5 @@
 """The `distlab` command as a user runs it: scenario outcomes as JSON, exit codes, no process left behind."""
-import json, os, subprocess, sys, shutil
+import json, os, re, subprocess, sys, shutil
 from pathlib import Path
 import pytest
 from helpers import gone_within
@@ -30,6 +30,10 @@ def test_uneven_batches_broken_is_diagnosed_as_a_hang_and_stopped(tmp_path):
     assert out["steps_per_rank"]["3"] == out["steps_per_rank"]["0"]  # it finished all of its batches ...
     states = {int(k): v for k, v in d["ranks"].items()} if isinstance(d["ranks"], dict) else {r["rank"]: r for r in d["ranks"]}
     assert "barrier" in json.dumps(states[3]) and "all_reduce" in json.dumps(states[0])  # ... and waits in the barrier
+    from distlab.ui.plots import plot_progress
+    labels = [t.get_text() for t in plot_progress(out["run_dir"]).axes[0].get_legend().get_texts()]
+    assert re.fullmatch(r"rank 3: \d+ steps \(waiting in barrier #\d+ after its loop\)", labels[3]), labels  # not "finished"
+    assert all("(waiting in all_reduce #" in l for l in labels[:3]), labels
     assert Path(out["run_dir"], "result.json").exists()
     gone_within(Path(out["run_dir"]).name, 5)
 

@@ -1,7 +1,7 @@
 """What the engineer reads is right, on scripts written like a user's, launched as `distlab launch` does (world 2):
 the safe stall policy leaves busy or asleep rank-only work alone and still names a stuck rank; stacks appear;
 a fix follows the evidence; an exit code is not taken for a signal."""
-import time
+import os, time
 from pathlib import Path
 import pytest
 from distlab.run.launch import launch
@@ -61,3 +61,19 @@ def test_barrier_under_if_rank_gets_the_branch_fix(tmp_path):
     assert d.kind == "mismatch" and d.culprit_ranks == [1], d.text()
     assert d.collective["culprit_site"] == f"barrier_if_rank.py:{line_of('barrier_if_rank.py', 'barrier')}"
     assert "if rank == 1:" in d.fix and "uneven batches" not in d.fix, d.fix
+
+
+def test_strict_policy_from_the_command_line_stops_rank_only_work(tmp_path):
+    "The asleep_io.py run that finishes under the safe policy (above) is a stall under `distlab launch --stall-policy strict`."
+    import json, subprocess, sys
+    from test_cli import DISTLAB
+    p = subprocess.run(DISTLAB + ["launch", "--stall-policy", "strict", "--json", str(SCRIPTS / "asleep_io.py")], cwd=tmp_path,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=150)
+    assert p.returncode == 3, p.stdout + p.stderr  # stopped by distlab, as `distlab launch` says for a hang
+    res = json.loads(p.stdout)
+    d = res["diagnosis"]
+    assert (res["status"], d["kind"], d["culprit_ranks"]) == ("hung", "stall", [0]), d["headline"]
+    out = Path(res["run_dir"]) / "logs" / "rank0.stdout"
+    assert not out.exists() or "rank 0 done" not in out.read_text()  # stopped while asleep in its I/O
+    assert json.loads((Path(res["run_dir"]) / "run.json").read_text())["config"]["stall_policy"] == "strict"
+    gone_within(res["run_id"])

@@ -18,7 +18,7 @@ from .reaper import start_reaper, release_reaper, kill_run, port_in_use
 
 # %% auto #0
 __all__ = ['SHIM_ENTRY', 'SHIM_ENTRY_SOURCE', 'STATUSES', 'LineCallback', 'RANK_DIED_GRACE_S', 'runs_root', 'new_run_dir',
-           'gpu_driver_present', 'resolve_backend', 'torchrun_argv', 'split_rank_line', 'RunResult', 'steps_per_rank',
+           'gpu_driver_present', 'resolve_backend', 'torchrun_argv', 'split_rank_line', 'RunResult',
            'torchrun_failures', 'torchrun_exit_lines', 'signal_name', 'restart_reasons', 'first_failure', 'Run', 'wait',
            'stop', 'poll', 'stop_all', 'hook_kernel_interrupt', 'launch']
 
@@ -125,7 +125,7 @@ class RunResult:
     diagnosis: object | None = None
     "the watcher's `Diagnosis`, if it made one"
     steps_per_rank: dict[int, int] = field(default_factory=dict)
-    "training steps each rank reported (from `step` / `loop_done` events)"
+    "training steps each rank completed in the last restart generation (`distlab.watch.analysis.rank_steps`: its `loop_done` count, else last `step` + 1)"
     restarts: int = 0
     "how many times torchrun restarted the job (`max_restarts`)"
     restart_reasons: list[dict] = field(default_factory=list)
@@ -144,15 +144,6 @@ def _diag_dict(d) -> dict | None:
     return d.to_dict() if hasattr(d, "to_dict") else dict(d)
 
 # %% ../../nbs/10_launch.ipynb #4e7fe774
-def steps_per_rank(run_dir: str | Path, world_size: int) -> dict[int, int]:
-    "Steps each rank completed: its `loop_done` count, else one more than its last `step` index."
-    out = {r: 0 for r in range(world_size)}
-    for r in event_ranks(run_dir):
-        for e in read_events(run_dir, r):
-            if e["ev"] == "step": out[r] = max(out.get(r, 0), int(e["step"]) + 1)
-            elif e["ev"] == "loop_done": out[r] = int(e["steps"])
-    return out
-
 _SUMMARY = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
 
 def torchrun_failures(stderr_text: str) -> dict[int, int]:
@@ -245,7 +236,7 @@ class Run:
     def _make_watcher(self):
         try:
             from distlab.watch.watcher import Watcher
-            return Watcher(self.run_dir, self.world_size, stall_after_s=self.cfg.stall_after_s,
+            return Watcher(self.run_dir, self.world_size, stall_after_s=self.cfg.stall_after_s, stall_policy=self.cfg.stall_policy,
                            join_timeout_s=self.cfg.join_timeout_s, local_ranks=self.cfg.nproc if self.cfg.nnodes > 1 else None)
         except Exception as e:
             self._warn(f"watcher could not start, the run goes on unwatched: {e!r}"); return None
@@ -415,19 +406,17 @@ def _build_result(self: Run) -> RunResult:
     rc = self._proc.returncode
     status = self._end_reason or ("ok" if rc == 0 else "failed")
     failures = torchrun_failures("\n".join(self._torchrun_err))
+    from distlab.watch.analysis import analyze_run
+    an = analyze_run(self.run_dir, self.world_size, diagnose=False)  # the verdict is the watcher's: self.diagnosis
     codes: dict[int, int | None] = {r: (0 if status == "ok" else None) for r in range(self.world_size)}
-    gens = [0]
-    for r in event_ranks(self.run_dir):
-        for e in read_events(self.run_dir, r):
-            gens.append(e.get("gen", 0))
-            if e["ev"] == "exit": codes[r] = 0 if e.get("status") == "ok" else 1
+    codes |= {r: int(t.exit.get("status") != "ok") for r, t in an.tracks.items() if t.exit is not None}
     codes.update(failures)
-    restarts = max(max(gens), min(len(self._exits), self.cfg.max_restarts))
+    restarts = max(max(an.gens.values(), default=0), min(len(self._exits), self.cfg.max_restarts))
     return RunResult(status=status, run_id=self.run_id, run_dir=str(self.run_dir),
                      duration_s=round(time.time() - self.started, 3),
                      exit_code=rc if self._end_reason is None else None, exit_codes=codes,
                      failure=first_failure(self.run_dir, failures) if status != "ok" else None,
-                     diagnosis=self.diagnosis, steps_per_rank=steps_per_rank(self.run_dir, self.world_size),
+                     diagnosis=self.diagnosis, steps_per_rank=an.steps_per_rank,
                      restarts=restarts, restart_reasons=restart_reasons(self.run_dir, self._exits, restarts, self._global_rank),
                      warnings=self.warnings)
 

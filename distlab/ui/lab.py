@@ -8,7 +8,8 @@ import html, threading, time
 from pathlib import Path
 import ipywidgets as W
 from ..rank.events import EventTail, LineTail, events_path
-from .plots import RunEvents, events_to_run, steps_done, plot_progress, plot_timeline, fig_png, _run_meta
+from .plots import RunEvents, events_to_run, plot_progress, plot_timeline, fig_png, _run_meta
+from ..watch.analysis import rank_steps
 
 # %% auto #0
 __all__ = ['RunFeed', 'status_html', 'diagnosis_html', 'LogPane', 'RunMonitor', 'scenario_html', 'outcome_row', 'ScenarioLab']
@@ -44,6 +45,10 @@ class RunFeed:
         lt = self._log_tails.setdefault(("torchrun", "stderr"), LineTail(self.run_dir / "logs" / "torchrun.stderr"))
         if new := lt.read_new(final): lines["torchrun"] = [("stderr", ln) for ln in new]
         return lines
+
+    def steps(self, snap: RunEvents | None = None) -> dict[int, int]:
+        "Steps each rank has completed so far (`rank_steps` of the analysis), from `snap` or a new snapshot."
+        return {r: rank_steps(t) for r, t in (snap or self.snapshot()).tracks.items()}
 
     def snapshot(self, now: float | None = None, duration_s: float | None = None) -> RunEvents:
         "The events so far as `RunEvents` (for the plots), ending at `now` (live) or after `duration_s` (ended)."
@@ -172,7 +177,7 @@ class RunMonitor:
                                       duration_s=getattr(result, "duration_s", None) if result is not None else None)
             status = result.status if result is not None else "running"
             elapsed = result.duration_s if result is not None else now - self.started
-            self.status.value = status_html(self.run.run_id, status, elapsed, steps_done(snap))
+            self.status.value = status_html(self.run.run_id, status, elapsed, self.feed.steps(snap))
             diag = result.diagnosis if result is not None else getattr(self.run, "diagnosis", None)
             new_diag = diagnosis_html(diag, status if result is not None else None)
             if new_diag != self.diagnosis.value: self.diagnosis.value = new_diag

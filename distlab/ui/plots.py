@@ -5,6 +5,7 @@
 # %% ../../nbs/50_plots.ipynb #76f892df
 from __future__ import annotations
 import io, json, time
+from functools import cached_property
 from dataclasses import dataclass, field
 from pathlib import Path
 from matplotlib.figure import Figure
@@ -12,17 +13,17 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import offset_copy
 from ..rank.events import EventWriter, events_path, read_events, event_ranks
+from ..watch.analysis import RankTrack, tracks_from_events, rank_steps, rank_state
 
 # %% auto #0
-__all__ = ['write_sample_run', 'RunEvents', 'load_run', 'events_to_run', 'progress_series', 'steps_done', 'plot_progress',
-           'CollSpan', 'coll_spans', 'Divergence', 'divergence_of', 'run_diagnosis', 'divergence_window',
-           'plot_timeline', 'fig_png', 'save_run_figures']
+__all__ = ['write_sample_run', 'RunEvents', 'load_run', 'events_to_run', 'plot_progress', 'CollSpan', 'coll_spans', 'Divergence',
+           'divergence_of', 'run_diagnosis', 'divergence_window', 'plot_timeline', 'fig_png', 'save_run_figures']
 
 # %% ../../nbs/50_plots.ipynb #404e603b
 def write_sample_run(run_dir: str | Path,  # directory to create (a run directory's layout)
                      nproc: int = 4,  # ranks
                      steps: int = 12,  # steps each healthy rank trains
-                     shape: str = "hang",  # "ok", "hang", "mismatch", "live" (healthy, caught mid-collective) or "p2p" (healthy, ranks 0 and 1 send/recv)
+                     shape: str = "hang",  # "ok", "hang", "mismatch", "uneven" (a rank out of batches waits in a barrier), "live" (healthy, caught mid-collective) or "p2p" (healthy, ranks 0 and 1 send/recv)
                      stuck_rank: int = 2,  # the rank that misbehaves
                      stuck_at: int = 7,  # steps it finishes first ("live": steps done when the run is caught)
                      step_s: float = 0.5,  # seconds per step
@@ -30,9 +31,9 @@ def write_sample_run(run_dir: str | Path,  # directory to create (a run director
                      stall_s: float = 3.0,  # seconds of silence before the (pretend) watcher stopped a broken run
                     ) -> Path:
     "Write a synthetic run directory (events, logs, run.json, result.json once ended) for docs and tests."
-    if shape not in ("ok", "hang", "mismatch", "live", "p2p"):
-        raise ValueError(f"shape={shape!r}: use 'ok', 'hang', 'mismatch', 'live' or 'p2p'")
-    run_dir, broken = Path(run_dir), shape in ("hang", "mismatch")
+    if shape not in ("ok", "hang", "mismatch", "uneven", "live", "p2p"):
+        raise ValueError(f"shape={shape!r}: use 'ok', 'hang', 'mismatch', 'uneven', 'live' or 'p2p'")
+    run_dir, broken = Path(run_dir), shape in ("hang", "mismatch", "uneven")
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
     (run_dir / "run.json").write_text(json.dumps({"run_id": run_dir.name, "nproc": nproc, "start_time": t0}))
     site = dict(site="train.py:42", func="train", code="dist.all_reduce(grad)")
@@ -46,6 +47,11 @@ def write_sample_run(run_dir: str | Path,  # directory to create (a run director
         for s in range(steps):
             ts, bad = t0 + 0.3 + s * step_s + skew, broken and s == stuck_at
             if bad and shape == "hang" and r == stuck_rank: break  # it never reaches collective #s+1
+            if bad and shape == "uneven" and r == stuck_rank:  # out of batches: its loop ends, its next call is a barrier
+                emit("loop_done", ts, steps=s)
+                emit("coll", ts + 0.3 * step_s, state="started", seq=s + 1, group="default", op="barrier", shapes=[],
+                     dtype=None, site="train.py:60", func="train", code="dist.barrier()")
+                break
             op = "broadcast" if bad and r == stuck_rank else "all_reduce"
             if not emit("coll", ts + 0.3 * step_s, state="started", seq=s + 1, group="default", op=op, shapes=[[1024]],
                         dtype="float32", **(dict(site="train.py:50", func="train", code="dist.broadcast(w, 0)") if op == "broadcast" else site)): break
@@ -67,7 +73,8 @@ def write_sample_run(run_dir: str | Path,  # directory to create (a run director
         (run_dir / "result.json").write_text(json.dumps({"status": "ok", "duration_s": 0.5 + steps * step_s, "diagnosis": None}))
     if broken:  # the watcher noticed after `stall_s` of silence, diagnosed and stopped the run
         coll = {"group": "default", "seq": stuck_at + 1, "op": "all_reduce", "site": "train.py:42"}
-        if shape == "mismatch": coll.update(culprit_op="broadcast", culprit_site="train.py:50")
+        culprit = {"mismatch": ("broadcast", "train.py:50"), "uneven": ("barrier", "train.py:60")}.get(shape)
+        if culprit: coll.update(culprit_op=culprit[0], culprit_site=culprit[1])
         (run_dir / "result.json").write_text(json.dumps({
             "status": "hung", "duration_s": 0.3 + stuck_at * step_s + stall_s,
             "diagnosis": {"kind": "stall" if shape == "hang" else "mismatch", "culprit_ranks": [stuck_rank], "collective": coll}}))
@@ -88,6 +95,11 @@ class RunEvents:
 
     @property
     def ranks(self) -> list[int]: return list(range(self.nproc))
+
+    @cached_property
+    def tracks(self) -> dict[int, RankTrack]:
+        "Each rank's `RankTrack` (its last restart generation): the analysis the plots and widgets read."
+        return tracks_from_events(self.by_rank)
 
 def _run_meta(run_dir: Path) -> dict:
     try: return json.loads((run_dir / "run.json").read_text())
@@ -124,30 +136,13 @@ def events_to_run(by_rank: dict[int, list[dict]],  # rank -> events already read
     nproc = max([int(declared or 0)] + [r + 1 for r in by_rank])
     return RunEvents(by_rank={r: list(by_rank.get(r, [])) for r in range(nproc)}, t0=t0, t_end=t_end, nproc=nproc)
 
-# %% ../../nbs/50_plots.ipynb #7efc1ae1
-def progress_series(run: RunEvents) -> dict[int, tuple[list[float], list[int]]]:
-    "Per rank: seconds since start of each finished step, and the number of steps done by then."
-    out = {}
-    for r in run.ranks:
-        xs, ys = [], []
-        for e in run.by_rank[r]:
-            if e.get("ev") == "step" and (t := _num(e.get("t"))) is not None:
-                xs.append(t - run.t0); ys.append(int(_num(e.get("step"), len(ys))) + 1)
-        out[r] = (xs, ys)
-    return out
-
-def steps_done(run: RunEvents) -> dict[int, int]:
-    "Steps each rank has finished."
-    return {r: (ys[-1] if ys else 0) for r, (xs, ys) in progress_series(run).items()}
-
 # %% ../../nbs/50_plots.ipynb #31c88de0
-def _rank_end_state(evs: list[dict]) -> str:
-    kinds = {e.get("ev") for e in evs}
-    if "exit" in kinds:
-        return "finished" if next(e for e in reversed(evs) if e.get("ev") == "exit").get("status") == "ok" else "crashed"
-    return "finished" if "loop_done" in kinds else "running"
-
 _RANK_COLORS = ["C0", "C1", "C2", "C4", "C5", "C6", "C8", "C9", "C7"]  # red (C3) is kept for culprits
+
+def _step_points(t: RankTrack, t0: float) -> tuple[list[float], list[int]]:
+    "Seconds since start of each of the rank's `step` events, and the steps done by then."
+    pts = [(x - t0, int(_num(e.get("step"), i)) + 1) for i, e in enumerate(t.step_events) if (x := _num(e.get("t"))) is not None]
+    return [x for x, _ in pts], [y for _, y in pts]
 
 def plot_progress(run: RunEvents | str | Path,  # a run directory or events already read
                   fig: Figure | None = None,  # draw into this figure (default: a new one)
@@ -157,18 +152,18 @@ def plot_progress(run: RunEvents | str | Path,  # a run directory or events alre
     if not isinstance(run, RunEvents): run = load_run(run)
     fig = fig or Figure(figsize=(7, 3.2), layout="constrained")
     ax = fig.subplots()
-    series = progress_series(run)
+    series = {r: _step_points(t, run.t0) for r, t in run.tracks.items()}
     span = max(run.t_end - run.t0, 1e-3)
     for r, (xs, ys) in series.items():
         color = "tab:red" if r in culprits else _RANK_COLORS[r % len(_RANK_COLORS)]
-        state = _rank_end_state(run.by_rank[r])
+        state = rank_state(run.tracks[r])
         # shift each rank's line by a point or two so ranks with the same history stay visible
         tr = offset_copy(ax.transData, fig=fig, y=1.6 * (r - (run.nproc - 1) / 2), units="points")
         first = next((t - run.t0 for e in run.by_rank[r] if (t := _num(e.get("t"))) is not None), 0.0)
         line_x, line_y = [min([first] + xs)] + xs, [0] + ys
-        label = f"rank {r}: {line_y[-1]} steps" + ("" if state == "finished" else f" ({state})")
+        label = f"rank {r}: {rank_steps(run.tracks[r])} steps" + ("" if state == "finished" else f" ({state})")
         ax.step(line_x, line_y, where="post", color=color, lw=2 if r in culprits else 1.5, label=label, transform=tr)
-        if state != "finished":  # silent since its last step: a dotted flat tail up to the end
+        if state != "finished":  # no ok exit: a dotted flat tail up to the end
             ax.plot([line_x[-1], span], [line_y[-1]] * 2, ls=":", color=color, lw=1.5, transform=tr)
             ax.plot([span], [line_y[-1]], marker="x", color=color, ms=8, transform=tr)
         else:

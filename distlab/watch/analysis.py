@@ -11,7 +11,7 @@ from ..contract import is_machinery, events_path, ranks_in
 
 # %% auto #0
 __all__ = ['UNEVEN_OPS', 'KEEP_SEQS', 'RankTrack', 'rank_summary', 'find_mismatch', 'find_stall', 'tracks_from_events',
-           'RunAnalysis', 'read_rank_events', 'analyze_run']
+           'rank_steps', 'rank_state', 'RunAnalysis', 'read_rank_events', 'analyze_run']
 
 # %% ../../nbs/24_analysis.ipynb #45ae51e1
 UNEVEN_OPS = {"all_to_all", "all_to_all_single", "gather", "scatter", "all_gather_object",
@@ -178,6 +178,26 @@ def tracks_from_events(events: dict[int, list[dict]], alive: dict[int, bool] | N
         t.alive = (alive or {}).get(r, True)
     return tracks
 
+# %% ../../nbs/24_analysis.ipynb #c5abe153
+def rank_steps(t: RankTrack) -> int:
+    "Steps the rank completed: its `loop_done` count, else one more than its last `step` index."
+    n = (t.loop_done or {}).get("steps")
+    return int(n) if n is not None else t.steps
+
+def _where(rec: dict) -> str:
+    "`barrier #8`, with the group when it is not the default one."
+    g = rec.get("group", "world")
+    return f"{rec.get('op')} #{rec.get('seq')}" + ("" if g in ("world", "default") else f" ({g})")
+
+def rank_state(t: RankTrack) -> str:
+    "Where the rank's events leave it, in a few words: `finished` only after an ok `exit` event."
+    if t.exit is not None: return "finished" if t.exit.get("status") == "ok" else "crashed"
+    if t.alive is False: return "gone without an exit event"  # the watcher saw its process end
+    after = " after its loop" if t.loop_done else ""
+    if (cur := t.current()) is not None: return f"waiting in {_where(cur)}{after}"
+    if t.last_t is None: return "no events"
+    return f"running{after}"
+
 # %% ../../nbs/24_analysis.ipynb #80c5c618
 @dataclass
 class RunAnalysis:
@@ -185,7 +205,7 @@ class RunAnalysis:
     run_dir: Path                      # the run directory read
     world_size: int                    # ranks expected (given, or the ranks seen)
     tracks: dict[int, RankTrack]       # rank -> its track (last generation)
-    steps_per_rank: dict[int, int]     # rank -> steps completed (`loop_done` count, else last `step` + 1)
+    steps_per_rank: dict[int, int]     # rank -> steps completed (`rank_steps`: `loop_done` count, else last `step` + 1)
     ranks_seen: list[int]              # ranks that wrote a `hello`
     gens: dict[int, int]               # rank -> the restart generation analysed
     diagnosis: object = None           # the rules' `Diagnosis` of the events as they stand (None: nothing wrong)
@@ -231,18 +251,21 @@ def _recorded_diagnosis(run_dir: Path):
 def analyze_run(run_dir,  # a run directory (`Run.run_dir`)
                 world_size: int | None = None,  # ranks launched; default: the ranks that left files
                 now: float | None = None,  # the clock for waits; default: the last event's time (a finished run)
-                stall_after_s: float = 3.0) -> RunAnalysis:
+                stall_after_s: float = 3.0,
+                diagnose: bool = True,  # run the rules when result.json has no diagnosis (False: the caller has its own, e.g. the launcher)
+               ) -> RunAnalysis:
     "The one offline analysis of a run: tracks, steps per rank, ranks seen, paired collectives, divergence (result.json's diagnosis, else the rules')."
-    from distlab.watch.rules import diagnose
     run_dir = Path(run_dir)
     ranks = ranks_in(run_dir)
     world_size = world_size or (max(ranks) + 1 if ranks else 0)
     tracks = tracks_from_events({r: read_rank_events(run_dir, r) for r in range(world_size)})
     for t in tracks.values(): t.alive = False if t.exit is not None else None  # offline: a pid's fate is unknown
-    steps = {r: (int(t.loop_done["steps"]) if t.loop_done else t.steps) for r, t in tracks.items()}
+    steps = {r: rank_steps(t) for r, t in tracks.items()}
     last = max((t.last_t or 0 for t in tracks.values()), default=0.0)
     now = last + stall_after_s if now is None else now
     d = _recorded_diagnosis(run_dir)  # the live watcher's verdict (it saw pids, stacks, exit codes) comes first
-    if d is None and tracks: d = diagnose(tracks, world_size, now, stall_after_s=stall_after_s, final=True, run_dir=run_dir)
+    if d is None and tracks and diagnose:
+        from distlab.watch.rules import diagnose as rules_diagnose
+        d = rules_diagnose(tracks, world_size, now, stall_after_s=stall_after_s, final=True, run_dir=run_dir)
     return RunAnalysis(run_dir, world_size, tracks, steps, sorted(r for r, t in tracks.items() if t.pid is not None),
                        {r: t.gen for r, t in tracks.items()}, d)

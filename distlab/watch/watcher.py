@@ -7,6 +7,7 @@ from __future__ import annotations
 import os, re, signal, time
 from pathlib import Path
 import psutil
+from ..config import STALL_POLICIES  # `LaunchConfig.stall_policy` checks the same names
 from ..contract import events_path, heartbeat_path, stacks_path, log_path
 from ..rank.events import EventTail
 from ..rank.tape import TapeReader, salvage
@@ -15,9 +16,8 @@ from .diagnosis import Diagnosis, _main_thread_stack
 from .rules import diagnose
 
 # %% auto #0
-__all__ = ['STALL_POLICIES', 'BUSY_CPU_FRACTION', 'ASLEEP_HORIZON_S', 'STACK_GAP_S', 'FUTEX_SYSCALL', 'pid_alive',
-           'zombie_exit_status', 'torchrun_exit_codes', 'dump_complete', 'collect_stacks', 'main_thread_syscall',
-           'Activity', 'Watcher']
+__all__ = ['BUSY_CPU_FRACTION', 'ASLEEP_HORIZON_S', 'STACK_GAP_S', 'FUTEX_SYSCALL', 'pid_alive', 'zombie_exit_status',
+           'torchrun_exit_codes', 'dump_complete', 'collect_stacks', 'main_thread_syscall', 'Activity', 'Watcher']
 
 # %% ../../nbs/26_watcher.ipynb #08c17be7
 def pid_alive(pid: int | None, started_by_t: float | None = None) -> bool | None:
@@ -76,7 +76,6 @@ def collect_stacks(run_dir: str | Path, pids: dict[int, int], wait_s: float = 3.
     return out
 
 # %% ../../nbs/26_watcher.ipynb #8bf1de1d
-STALL_POLICIES = ("safe", "strict")
 BUSY_CPU_FRACTION = 0.05  # CPU seconds per wall second above which a rank counts as working
 ASLEEP_HORIZON_S = 30.0   # an asleep rank (I/O, sleep) is declared stuck only after this long without CPU
 STACK_GAP_S = 1.0         # two stack dumps at least this far apart must agree before a stall is declared
