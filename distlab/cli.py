@@ -102,6 +102,10 @@ def _common(p: argparse.ArgumentParser, launch: bool = False):
 _LAUNCH_USAGE = ("distlab launch [torchrun options] [distlab options] SCRIPT [ARGS ...]\n"
                  "       distlab launch [options] -m MODULE [ARGS ...]\n       distlab launch [options] --no-python PROGRAM [ARGS ...]")
 
+def _trace_option(p):
+    p.add_argument("--trace", metavar="WAIT,ACTIVE", default=None, help="write a torch.profiler trace of ACTIVE optimizer steps "
+                   "after WAIT on every rank to RUN_DIR/traces (open in Perfetto or Holistic Trace Analysis), e.g. 2,3")
+
 def build_parser() -> argparse.ArgumentParser:
     "The `distlab` argument parser."
     ap = argparse.ArgumentParser(prog="distlab", description="Reproduce, diagnose and fix distributed PyTorch failures.")
@@ -110,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a scenario, broken or fixed, and check its expected outcome")
     p.add_argument("scenario"); p.add_argument("--variant", default="broken", help="broken or fixed")
     p.add_argument("--logs", action="store_true", help="stream every rank's output while it runs")
+    _trace_option(p)
     _common(p)
     p = sub.add_parser("launch", help="torchrun with the collective watch: put it where torchrun was", usage=_LAUNCH_USAGE,
                        description="Runs your script under torchrun with every rank's collectives watched. torchrun's "
@@ -121,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--stall-after", type=float, default=3.0, help="seconds a rank may wait in a collective another rank has not entered")
     d.add_argument("--stall-policy", choices=STALL_POLICIES, default="safe", help="safe (default): stop only a rank that is "
                    "certainly stuck, never a busy one; strict: stop after --stall-after whatever the awaited rank is doing")
+    _trace_option(d)
     p.add_argument("target", help="your training script (a module with -m, a program with --no-python)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for your script")
     p = sub.add_parser("tour", help="run every scenario broken and fixed, print a table, save plots")
@@ -151,7 +157,7 @@ def cmd_run(a) -> int:
     from distlab.scenarios import get_scenario, run_scenario
     s = get_scenario(a.scenario); v = s.variant(a.variant)
     if not a.json: print(f"distlab: {s.id} ({a.variant}): {v.description}", flush=True)
-    o = run_scenario(s.id, a.variant, nproc=a.nproc, backend=a.backend, timeout_s=a.timeout, runs_root=a.runs_root,
+    o = run_scenario(s.id, a.variant, nproc=a.nproc, backend=a.backend, timeout_s=a.timeout, runs_root=a.runs_root, trace_steps=a.trace,
                      on_line=_print_line if a.logs and not a.json else None)
     if a.json: print(json.dumps(o.to_dict(), default=str)); return 0 if o.matched else 1
     if o.diagnosis_text: print(o.diagnosis_text)
@@ -195,13 +201,13 @@ class LaunchRequest:
 
 _FLAGS = {field: "--" + dest.replace("_", "-") for dest, field in TORCHRUN_FIELDS.items()} | {
     "min_nnodes": "--nnodes", "backend": "--backend", "timeout_s": "--timeout", "stall_after_s": "--stall-after",
-    "stall_policy": "--stall-policy"}
+    "stall_policy": "--stall-policy", "trace_steps": "--trace"}
 
 def launch_request(a, *, check_target: bool = True) -> LaunchRequest:
     "`distlab launch`'s parsed arguments as a LaunchRequest; raises one ValueError listing every problem."
     kw = {field: getattr(a, dest) for dest, field in TORCHRUN_FIELDS.items() if getattr(a, dest) not in (None, "")}
     module = kw.pop("module", False)
-    kw |= dict(backend=a.backend, timeout_s=a.timeout, stall_after_s=a.stall_after, stall_policy=a.stall_policy, watch=not a.no_watch)
+    kw |= dict(backend=a.backend, timeout_s=a.timeout, stall_after_s=a.stall_after, stall_policy=a.stall_policy, trace_steps=a.trace, watch=not a.no_watch)
     problems, notes = [], []
     kw["nproc"] = int(kw["nproc"]) if re.fullmatch(r"-?\d+", kw["nproc"]) else kw["nproc"]
     try: kw["min_nnodes"], kw["nnodes"] = _node_range(kw.pop("nnodes", "1"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['NPROC_NAMES', 'BACKENDS', 'START_METHODS', 'NUMA_BINDINGS', 'STALL_POLICIES', 'MODEL_KINDS', 'ConfigError',
-           'count_local_ranks', 'LaunchConfig', 'ModelConfig', 'DataConfig', 'TrainConfig']
+           'count_local_ranks', 'LaunchConfig', 'parse_trace_window', 'ModelConfig', 'DataConfig', 'TrainConfig']
 
 # %% ../nbs/00_config.ipynb #07eab2d1
 class ConfigError(ValueError):
@@ -141,6 +141,8 @@ class LaunchConfig:
     "a rank waiting this long in a collective that some other rank has not entered is a stall"
     stall_policy: str = "safe"
     "when a rank the others wait for, outside any collective, is a stall: `safe` only once it is certainly stuck (no CPU and the same stack, for `stall_after_s` on a lock, 30 s in sleep or I/O; a busy rank never), `strict` after `stall_after_s` whatever it is doing"
+    trace_steps: str | None = None
+    "`WAIT,ACTIVE` (or `ACTIVE`): each rank writes a torch.profiler trace of ACTIVE optimizer steps after WAIT to RUN_DIR/traces, for Perfetto or Holistic Trace Analysis; None: no trace"
     join_timeout_s: float = 60.0
     "ranks that have not joined the process group this long after the first one did never joined"
     stop_on_diagnosis: bool = True
@@ -203,6 +205,23 @@ class LaunchConfig:
         c.need(lambda: self.stall_policy in STALL_POLICIES, "stall_policy", "use 'safe' (a busy rank is never a stall; a "
                "stuck one is) or 'strict' (time alone: stall_after_s, whatever the awaited rank is doing)")
         c.need(lambda: self.join_timeout_s > 0, "join_timeout_s", "use a positive number of seconds")
+        c.need(lambda: self.trace_steps is None or _is_trace_window(self.trace_steps), "trace_steps",
+               "write ACTIVE or WAIT,ACTIVE as whole numbers, e.g. '3' or '2,3' (skip 2 optimizer steps, trace 3); ACTIVE must be 1 or more")
+
+def parse_trace_window(text: str) -> tuple[int, int]:
+    "(`wait`, `active`) optimizer steps from `\"WAIT,ACTIVE\"` or `\"ACTIVE\"` (wait 1), with an error that says how to write it."
+    parts = [p.strip() for p in str(text).split(",")]
+    try: nums = [int(p) for p in parts]
+    except ValueError: nums = []
+    if len(nums) == 1: nums = [1, nums[0]]
+    if len(nums) != 2 or nums[0] < 0 or nums[1] < 1:
+        raise ValueError(f"trace window {text!r}: write ACTIVE or WAIT,ACTIVE as whole numbers, e.g. '3' or '2,3' "
+                         "(skip 2 steps, then trace 3); ACTIVE must be 1 or more")
+    return nums[0], nums[1]
+
+def _is_trace_window(s: str) -> bool:
+    try: parse_trace_window(s); return True
+    except ValueError: return False
 
 def _is_host_port(s: str) -> bool:
     host, _, port = s.rpartition(":")

@@ -1,13 +1,13 @@
 """`DISTLAB_TRACE`: every rank of an unmodified script writes a torch.profiler trace that Holistic Trace Analysis reads."""
 import json
 from pathlib import Path
-from distlab.contract import TRACE_ENV, trace_path
+from distlab.contract import trace_path
 from distlab.run.launch import launch
 
 SCRIPT = Path(__file__).parent / "scripts" / "user_ddp_train.py"
 
 def test_an_unmodified_script_gets_one_trace_per_rank_that_hta_reads(tmp_path):
-    res = launch(SCRIPT, ["8"], nproc=2, runs_root=tmp_path, env={TRACE_ENV: "2,3"}, timeout_s=120).wait()
+    res = launch(SCRIPT, ["8"], nproc=2, runs_root=tmp_path, trace_steps="2,3", timeout_s=120).wait()
     assert res.status == "ok", res
     for rank in (0, 1):
         trace = json.loads(trace_path(res.run_dir, rank).read_text())

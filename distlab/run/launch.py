@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..config import LaunchConfig, ConfigError
-from ..contract import (RUN_DIR_ENV, RUN_ID_ENV, BACKEND_ENV, RUNS_ROOT_ENV, RESULT_JSON, RUN_JSON, SCHEMA_VERSION,
+from ..contract import (TRACE_ENV, RUN_DIR_ENV, RUN_ID_ENV, BACKEND_ENV, RUNS_ROOT_ENV, RESULT_JSON, RUN_JSON, SCHEMA_VERSION,
                               make_run_dir, log_path)
 from ..rank.events import event_ranks, read_events
 from ..rank.tape import salvage
@@ -504,6 +504,7 @@ def launch(target: str | Path, args: Sequence = (), *, module: bool = False, npr
                 RUN_DIR_ENV: str(run_dir), RUN_ID_ENV: run_id, BACKEND_ENV: resolved,
                 "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[default${local_rank}]:"}  # what split_rank_line reads, whatever the role
     if cfg.max_restarts > 0 and resolved == "gloo": full_env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    if cfg.trace_steps: full_env[TRACE_ENV] = cfg.trace_steps  # read by distlab.rank.trace in every rank
     _write_json_atomic(run_dir / RUN_JSON, {"schema": SCHEMA_VERSION, "run_id": run_id, "argv": argv, "cwd": str(Path(cwd or ".").resolve()),
                                               "config": asdict(cfg), "backend": resolved, "env": env or {},
                                               "started": time.time()})
