@@ -15,7 +15,7 @@ from .config import LaunchConfig, ConfigError
 __all__ = ['TORCHRUN_FIELDS', 'CONSOLE_OPTIONS', 'REFUSED_OPTIONS', 'EXIT_STOPPED_BY_DISTLAB', 'EXIT_TIMEOUT', 'EXIT_INTERRUPTED',
            'COMMANDS', 'add_torchrun_options', 'build_parser', 'cmd_list', 'cmd_run', 'std_spec', 'console_filter',
            'LaunchRequest', 'launch_request', 'target_problems', 'launch_exit_code', 'cmd_launch', 'tour', 'tour_table',
-           'cmd_tour', 'cmd_lab', 'main']
+           'cmd_tour', 'cmd_bench', 'cmd_lab', 'main']
 
 # %% ../nbs/70_cli.ipynb #8b5229c0
 class _Env(argparse.Action):
@@ -125,6 +125,18 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--only", nargs="*", default=None, help="scenario ids to include (default: all)")
     p.add_argument("--plots", default="distlab-tour", help="folder for the plots")
+    p = sub.add_parser("bench", help="nccl-tests' table of collective bandwidth (time, algbw, busbw, #wrong) over a size sweep",
+                       description="Times all_reduce, all_gather, reduce_scatter, broadcast and all_to_all on torchrun ranks as "
+                       "nccl-tests does, beside this machine's memory-copy bandwidth. With --json the table goes to stderr.")
+    _common(p)
+    p.add_argument("--op", "--ops", dest="ops", nargs="+", default=None, help="collectives to run (default: all five; commas work too)")
+    p.add_argument("-b", "--minbytes", default="8", help="smallest size in bytes: 8, 1K, 4M (default 8)")
+    p.add_argument("-e", "--maxbytes", default="64M", help="largest size in bytes (default 64M)")
+    p.add_argument("-f", "--stepfactor", type=int, default=4, help="each size is the previous one times this (default 4)")
+    p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
+    p.add_argument("-w", "--warmup", type=int, default=5, help="untimed iterations before them (default 5)")
+    p.add_argument("-d", "--dtype", default="float32", help="element type (default float32)")
+    p.add_argument("--plot", default=None, metavar="PATH", help="save busbw against size as an image (PNG, SVG, PDF)")
     p = sub.add_parser("lab", help="copy the walkthrough notebooks into DIR and open them in JupyterLab", add_help=False)
     p.add_argument("lab_args", nargs=argparse.REMAINDER, help="DIR [--no-start] [--overwrite] (see distlab lab --help)")
     return ap
@@ -320,12 +332,28 @@ def cmd_tour(a) -> int:
     if a.json: print(json.dumps(rows, default=str))
     return 0 if all(r["matched"] for r in rows) else 1
 
+# %% ../nbs/70_cli.ipynb #b7c10002
+def cmd_bench(a) -> int:
+    from distlab.run.bench import bench, BenchFailed
+    ops = {"ops": ",".join(a.ops)} if a.ops else {}
+    try: res = bench(**ops, nproc=2 if a.nproc is None else a.nproc, backend=a.backend, minbytes=a.minbytes, maxbytes=a.maxbytes,
+                     stepfactor=a.stepfactor, iters=a.iters, warmup=a.warmup, dtype=a.dtype, runs_root=a.runs_root,
+                     timeout_s=a.timeout or 600)
+    except BenchFailed as e: print(f"distlab: {e}", file=sys.stderr); return 1
+    out = sys.stderr if a.json else sys.stdout
+    print(res.table(), file=out)
+    if a.plot:
+        from distlab.ui.bench_plots import plot_busbw
+        plot_busbw(res, a.plot); print(f"# plot: {a.plot}", file=out)
+    if a.json: print(res.to_json())
+    return 0 if all(r.wrong in (0, None) for r in res.rows) else 1
+
 # %% ../nbs/70_cli.ipynb #13a786b5
 def cmd_lab(a) -> int:
     from distlab.ui.walkthroughs import main as lab_main  # its own parser: `distlab lab --help` shows its options
     return lab_main(a.lab_args[1:] if a.lab_args[:1] == ["--"] else a.lab_args)
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "launch": cmd_launch, "tour": cmd_tour, "lab": cmd_lab}
+COMMANDS = {"list": cmd_list, "run": cmd_run, "launch": cmd_launch, "tour": cmd_tour, "bench": cmd_bench, "lab": cmd_lab}
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `distlab` command."

@@ -11,7 +11,8 @@ from pathlib import Path
 __all__ = ['SCHEMA_VERSION', 'RUN_DIR_ENV', 'RUN_ID_ENV', 'BACKEND_ENV', 'RUNS_ROOT_ENV', 'FAST_EXIT_ENV', 'DDP_BUCKETS_ENV',
            'RESTART_ENV', 'RUN_SUBDIRS', 'RUN_JSON', 'RESULT_JSON', 'RANK_MACHINERY', 'STEP_PHASE_FIELDS',
            'EVENT_FIELDS', 'COMMON_FIELDS', 'restart_generation', 'events_path', 'tape_paths', 'tape_glob',
-           'heartbeat_path', 'stacks_path', 'log_path', 'is_machinery', 'make_run_dir', 'ranks_in', 'check_event']
+           'heartbeat_path', 'stacks_path', 'log_path', 'is_machinery', 'make_run_dir', 'bench_path', 'ranks_in',
+           'check_event']
 
 # %% ../nbs/01_contract.ipynb #04a02084
 SCHEMA_VERSION = 2  # 2: events carry `gen` (torchrun's restart generation); run.json says `schema`
@@ -70,6 +71,11 @@ def make_run_dir(path: str | Path) -> Path:
     path = Path(path)
     for sub in RUN_SUBDIRS: (path / sub).mkdir(parents=True, exist_ok=True)
     return path
+
+# %% ../nbs/01_contract.ipynb #b3e1c7a2
+def bench_path(run_dir: str | Path, rank: int) -> Path:
+    "The JSON file of `rank`'s raw timings in a `distlab bench` run (written by `distlab.rank.bench`)."
+    return Path(run_dir) / "bench" / f"rank{rank}.json"
 
 # %% ../nbs/01_contract.ipynb #cae49fcc
 def ranks_in(run_dir: str | Path) -> list[int]:
