@@ -572,6 +572,7 @@ def install() -> bool:
     _keep["heartbeat"] = start_heartbeat(heartbeat_path(run_dir, rank), flush=lambda: (
         LEDGER.pending and poll_pending(), LEDGER.gpu_pending and poll_gpu(), tape.flush()))
     atexit.register(tape.flush)  # a normal exit writes the last records (a crash leaves them to `salvage`)
+    atexit.register(lambda: LEDGER.gpu_pending and poll_gpu())  # nccl, before that flush: ends the GPU has passed
     register_stack_dump(stacks_path(run_dir, rank))
     _keep["installed_pid"] = os.getpid()
     emit("note", text="ledger installed", stacks_signal=int(STACKS_SIGNAL), pid=os.getpid())
