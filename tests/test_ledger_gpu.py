@@ -21,3 +21,26 @@ def test_nccl_collective_is_not_completed_while_queued_on_the_gpu(tmp_path):
     assert got["returned"] == "None"  # a sync call returns what torch's sync call returns
     assert got["while_queued"] == [(1, "started")] or got["while_queued"] == [[1, "started"]], got  # queued, not completed
     assert [1, "completed"] in got["after"], got  # completed once the GPU ran it
+
+
+def run_script(tmp_path, name: str) -> dict:
+    "Run tests/scripts/`name` as rank 0 of an NCCL world of 1 under the ledger; its last stdout line as JSON."
+    run_dir = make_run_dir(tmp_path / "run")
+    env = {**os.environ, "DISTLAB_RUN_DIR": str(run_dir), "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "DISTLAB_BACKEND": "nccl",
+           "PYTHONPATH": str(Path(__file__).parents[1])}
+    p = subprocess.run([sys.executable, str(SCRIPTS / name)], env=env, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+def test_nccl_collective_behind_a_long_kernel_gets_its_gpu_time(tmp_path):
+    got = run_script(tmp_path, "nccl_gpu_time.py")
+    sleep_s = got["sleep_s"]
+    for name in ("sync", "async", "ddp"):  # a sync all_reduce, an async one waited on, a DDP backward
+        g = got[name]
+        assert g["dur_s"] is not None, got  # completed, with a duration
+        # the GPU's time for a 4 MB all_reduce on one rank (or a tiny backward and its bucket), not the ~1 s kernel
+        # queued before it, which the host-side poll (the old path) counted
+        assert 0 < g["dur_s"] < 0.25 * sleep_s, (name, got)
+        # and `completed` only once the GPU got past the kernel, however early the host call returned
+        assert g["completed_after_s"] >= 0.8 * sleep_s, (name, got)

@@ -12,8 +12,8 @@ from .tape import CollTape
 
 # %% auto #0
 __all__ = ['SPECS', 'UNEVEN_OPS', 'P2P_PEER', 'LEDGER', 'STACKS_SIGNAL', 'shapes_of', 'mark_user_code', 'call_site', 'site_json',
-           'Ledger', 'CollWriter', 'coll_writer', 'poll_pending', 'run_recorded', 'record', 'torch_work',
-           'start_heartbeat', 'register_stack_dump', 'install']
+           'Ledger', 'CollWriter', 'coll_writer', 'poll_pending', 'poll_gpu', 'run_recorded', 'run_recorded_gpu',
+           'record', 'torch_work', 'start_heartbeat', 'register_stack_dump', 'install']
 
 # %% ../../nbs/20_ledger.ipynb #eb85d719
 SPECS = {  # op -> names of the tensor arguments whose shapes every rank must agree on
@@ -103,6 +103,7 @@ class Ledger:
         self.tl = threading.local()
         self.pending: dict[int, tuple] = {}  # id(Work) -> (Work, group, seq, op, t0): works whose end is polled
         self.gpu_side = False                # nccl: completion from the GPU (the work), not from the call returning
+        self.gpu_pending: dict[int, tuple] = {}  # nccl: id(end event) -> (end, start, group, seq, op): GPU spans not yet passed
         self.labels: dict[int, tuple] = {}   # id(pg) -> (pg, label, ranks)
         self.armed: list = []                # DDP models whose forward prepared a synchronizing backward
         self.writer = None                   # CollWriter of this process
@@ -218,14 +219,44 @@ def poll_pending() -> int:
             _done(*hit[1:], err); n += 1
     return n
 
-def _gpu_track(out, group, seq, op, t0, sync: bool):
-    "nccl: keep the work until the GPU has run it (`poll_pending`); a sync call then waits as it would have, and returns None."
-    works = [w for w in (out if isinstance(out, list) else [out]) if w is not None]
-    if not works: _done(group, seq, op, t0); return out
-    _track_polled(works[-1], group, seq, op, t0)
-    if not sync: return out
-    for w in works: w.wait()  # nccl: the current stream waits for the collective; the host does not
-    return None
+def _gpu_event(device=None):
+    "A timing CUDA event recorded now on the current stream of `device` (None: the current device)."
+    import torch
+    e = torch.cuda.Event(enable_timing=True); e.record(torch.cuda.current_stream(device))
+    return e
+
+def _gpu_end(start, group: str, seq: int, op: str, device=None):
+    "nccl: an end event on the current stream, which waits for the collective; `poll_gpu` records the span once the GPU passes it."
+    end = _gpu_event(device)
+    LEDGER.gpu_pending[id(end)] = (end, start, group, seq, op)
+
+def poll_gpu(wait: bool = False) -> int:  # wait: block until the GPU reaches every kept end event
+    "nccl: record every kept collective whose end event the GPU has passed, with its GPU duration; returns how many."
+    n = 0
+    for key, hit in list(LEDGER.gpu_pending.items()):
+        end, start, group, seq, op = hit
+        try:
+            if wait: end.synchronize()
+            elif not end.query(): continue
+            dur_s, err = start.elapsed_time(end) / 1e3, None
+        except Exception as e: dur_s, err = 0.0, f"{type(e).__name__}: {e}"  # a CUDA error: the collective failed
+        if LEDGER.gpu_pending.pop(key, None) is not hit: continue
+        w = coll_writer()
+        if w is not None: w.ended(seq, group, op, dur_s, err)
+        n += 1
+    return n
+
+def _gpu_track(out, start, group, seq, op, t0, device, is_async: bool, sync: bool):
+    "nccl: end the GPU span after the collective: on the current stream once it waits for it, else in the work's future callback."
+    works = [w for w in (out if isinstance(out, list) else [out]) if w is not None] if is_async else []
+    if sync:  # a sync call issued async: the current stream waits for it, as torch's sync call makes it; the host does not
+        for w in works: w.wait()
+        out = None
+    if sync or not works: _gpu_end(start, group, seq, op, device); return out
+    try:  # a future callback runs on a pool stream that waits for the collective, so an event there passes when it ends
+        works[-1].get_future().then(lambda f: _gpu_end(start, group, seq, op, device))
+    except Exception: _track_polled(works[-1], group, seq, op, t0)  # no future: its end as the heartbeat sees it
+    return out
 
 def run_recorded(op: str, call, group: str, shapes: list, dtype: str | None, is_async: bool = False,
                  extra: dict | None = None, sync: bool = False):  # sync: issued async on nccl for a sync call
@@ -241,11 +272,27 @@ def run_recorded(op: str, call, group: str, shapes: list, dtype: str | None, is_
     except BaseException as e:
         _done(group, seq, op, t0, e); raise
     finally: tl.depth = 0
-    if is_async:
-        if LEDGER.gpu_side: return _gpu_track(out, group, seq, op, t0, sync)
-        _track_async(out, group, seq, op, t0)
+    if is_async: _track_async(out, group, seq, op, t0)
     else: append(1, time.time(), seq, time.perf_counter() - t0, pair[1])
     return out
+
+def run_recorded_gpu(op: str, call, group: str, shapes: list, dtype: str | None, is_async: bool = False,
+                     extra: dict | None = None, sync: bool = False,  # sync: issued async for a sync call
+                     device=None):  # the CUDA device of the collective's tensors (None: the current one)
+    "nccl: `run_recorded` with `completed` when the GPU has run the collective and `dur_s` its GPU time (timing CUDA events)."
+    w, seq = LEDGER.writer or coll_writer(), LEDGER.next_seq(group)
+    pair = w.tails(group, op, shapes, dtype, site_json(), extra)
+    w.tape.append(0, time.time(), seq, 0.0, pair[0])
+    tl = LEDGER.tl
+    tl.depth = 1
+    t0 = time.perf_counter()
+    try:
+        start = _gpu_event(device)  # passes when the stream reaches the collective: what the stream held before is not its time
+        out = call()
+        return _gpu_track(out, start, group, seq, op, t0, device, is_async, sync)
+    except BaseException as e:
+        _done(group, seq, op, t0, e); raise
+    finally: tl.depth = 0
 
 def record(op: str, fn, args: tuple, kwargs: dict, pos: dict[str, int]):
     "Call collective `fn(*args, **kwargs)`, recorded as `op` unless it runs inside another recorded call."
@@ -264,9 +311,13 @@ def record(op: str, fn, args: tuple, kwargs: dict, pos: dict[str, int]):
     if isinstance(t, (list, tuple)): t = t[0] if t else None
     dtype = str(t.dtype).removeprefix("torch.") if hasattr(t, "dtype") else None
     is_async = bool(arg("async_op", False)) or op in ("isend", "irecv", "batch_isend_irecv")
-    if LEDGER.gpu_side and not is_async and "async_op" in pos and pos["async_op"] >= len(args):  # nccl: end seen on the GPU
-        call = lambda: fn(*args, **{**kwargs, "async_op": True})
-        return run_recorded(op, call, group, shapes, dtype, True, extra, sync=True)
+    if LEDGER.gpu_side:  # nccl: the call returns once the collective is queued; its end and time come from the GPU
+        dev = getattr(t, "device", None)
+        dev = dev if dev is not None and dev.type == "cuda" else None
+        if not is_async and "async_op" in pos and pos["async_op"] >= len(args):
+            call = lambda: fn(*args, **{**kwargs, "async_op": True})
+            return run_recorded_gpu(op, call, group, shapes, dtype, True, extra, sync=True, device=dev)
+        return run_recorded_gpu(op, lambda: fn(*args, **kwargs), group, shapes, dtype, is_async, extra, device=dev)
     return run_recorded(op, lambda: fn(*args, **kwargs), group, shapes, dtype, is_async, extra)
 
 # %% ../../nbs/20_ledger.ipynb #0a93553d
@@ -312,6 +363,7 @@ def _patch_lifecycle():
         if not args and kwargs.get("group") is None:
             emit("note", text="destroy_process_group", **call_site())
             if _keep.get("ddp_built"): gc.collect()  # torch 2.13 + gloo: destroying while a DDP reducer lingers in a cycle can abort at exit (a full collection costs ~80 ms, so only when a DDP model exists)
+            if LEDGER.gpu_pending: poll_gpu(wait=True)  # nccl: the last collectives' GPU times, before the group goes
         return destroy(*args, **kwargs)
     for new, old in ((init_process_group, init), (destroy_process_group, destroy)):
         new.__wrapped__, new._distlab, new.__doc__ = old, True, old.__doc__
@@ -378,7 +430,8 @@ def _patch_backward():
             group, granks = LEDGER.group_info(armed[0].process_group)
             extra = {"ddp": "buckets", **({"group_ranks": granks} if granks is not None else {})}
             shapes = [[_ddp_grad_elems(armed)]]; armed.clear()
-            return run_recorded("all_reduce", lambda: orig(*args, **kwargs), group, shapes, None, False, extra)
+            run = run_recorded_gpu if LEDGER.gpu_side else run_recorded
+            return run("all_reduce", lambda: orig(*args, **kwargs), group, shapes, None, False, extra)
         armed.clear()
         # the hot path of every DDP step, kept to a few operations: each one costs microseconds here
         f = sys._getframe(1)  # the first frame outside torch and distlab, as in `_user_frame`
@@ -391,12 +444,16 @@ def _patch_backward():
         seq, append = next(rec.seqs), rec.writer.tape.append
         append(0, time.time(), seq, 0.0, pair[0])
         tl.depth = 1
+        gpu = LEDGER.gpu_side
         t0 = time.perf_counter()
-        try: out = orig(*args, **kwargs)
+        try:
+            start = _gpu_event() if gpu else None  # nccl: the backward's GPU span, from here to the last bucket reduced
+            out = orig(*args, **kwargs)
         except BaseException as e:
             _done(rec.group, seq, "all_reduce", t0, e); raise
         finally: tl.depth = 0
-        append(1, time.time(), seq, time.perf_counter() - t0, pair[1])
+        if gpu: _gpu_end(start, rec.group, seq, "all_reduce")  # the reducer made the current stream wait for every bucket
+        else: append(1, time.time(), seq, time.perf_counter() - t0, pair[1])
         return out
     backward.__wrapped__, backward._distlab, backward.__doc__ = orig, True, orig.__doc__
     torch.autograd.backward = backward
@@ -512,8 +569,10 @@ def install() -> bool:
     if bucket_mode == "backward": _patch_backward()
     run_dir, rank = Path(os.environ[RUN_DIR_ENV]), w.rank
     tape = coll_writer().tape
-    _keep["heartbeat"] = start_heartbeat(heartbeat_path(run_dir, rank), flush=lambda: (LEDGER.pending and poll_pending(), tape.flush()))
+    _keep["heartbeat"] = start_heartbeat(heartbeat_path(run_dir, rank), flush=lambda: (
+        LEDGER.pending and poll_pending(), LEDGER.gpu_pending and poll_gpu(), tape.flush()))
     atexit.register(tape.flush)  # a normal exit writes the last records (a crash leaves them to `salvage`)
+    atexit.register(lambda: LEDGER.gpu_pending and poll_gpu())  # nccl, before that flush: ends the GPU has passed
     register_stack_dump(stacks_path(run_dir, rank))
     _keep["installed_pid"] = os.getpid()
     emit("note", text="ledger installed", stacks_signal=int(STACKS_SIGNAL), pid=os.getpid())
