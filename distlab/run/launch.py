@@ -123,7 +123,7 @@ class RunResult:
     failure: dict | None = None
     "the first failing rank: `rank`, `exitcode`, `signal`, `error`, `traceback`"
     diagnosis: object | None = None
-    "the watcher's `Diagnosis`, if it made one"
+    "the watcher's `Diagnosis`, if it made one; else the advisory rules' verdict on the finished run (a straggler: `diagnosis.advisory`)"
     steps_per_rank: dict[int, int] = field(default_factory=dict)
     "training steps each rank completed in the last restart generation (`distlab.watch.analysis.rank_steps`: its `loop_done` count, else last `step` + 1)"
     restarts: int = 0
@@ -218,6 +218,7 @@ class Run:
         self._exits_noted = 0  # how many of them the watcher has been told
         self._signalled: str | None = None  # why distlab sent torchrun SIGTERM, once it did
         self._restart_diags: list = []  # rank-died diagnoses that torchrun answered with a restart
+        self.advisory = None  # the advisory rules' latest verdict while the run trains (a straggler, ...); never stops it
         self._watcher = self._make_watcher() if cfg.watch else None
         self._reaper = start_reaper(run_id)
         self.started = time.time()
@@ -318,6 +319,9 @@ def _watch_loop(self: Run):
                 diag = self._watcher.poll()
             except Exception as e: diag = None; self._warn(f"watcher failed: {e!r}")
             if diag is not None: self._diagnosed(diag)
+            else:
+                try: self.advisory = self._watcher.advise()  # throttled by the watcher
+                except Exception as e: self._warn(f"advisory rules failed: {e!r}")
         self._wake.wait(0.2); self._wake.clear()
     self._finish()
 
@@ -384,6 +388,9 @@ def _finish(self: Run):
             diag = self._watcher.poll(final=True)
             self.diagnosis = diag or (self._restart_diags[-1] if self._restart_diags else None)
         except Exception as e: self._warn(f"post-mortem diagnosis failed: {e!r}")
+    if self._watcher is not None and self.diagnosis is None:  # nothing wrong, but maybe slow or uneven (a straggler)
+        try: self.diagnosis = self.advisory = self._watcher.advise(final=True)
+        except Exception as e: self._warn(f"advisory rules failed: {e!r}")
     with self._logs_lock:
         for f in self._logs.values(): f.close()
     try: self.result = self._build_result()

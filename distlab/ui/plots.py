@@ -246,7 +246,7 @@ def divergence_of(diagnosis,  # a Diagnosis, its dict (result.json's "diagnosis"
                   spans: list[CollSpan] | None = None,  # `coll_spans(run)`, if already computed
                  ) -> Divergence | None:
     "Where the diagnosis says the ranks parted, with each rank's call there; None without a diagnosis."
-    if not diagnosis or _get(diagnosis, "kind") in (None, "ok"): return None
+    if not diagnosis or _get(diagnosis, "kind") in (None, "ok") or _get(diagnosis, "advisory"): return None  # advisory: nobody parted
     coll = _get(diagnosis, "collective") or {}
     seq = int(s) if (s := _num(coll.get("seq"))) is not None else None
     d = Divergence(kind=str(_get(diagnosis, "kind")), ranks=[int(r) for r in _get(diagnosis, "culprit_ranks") or []],

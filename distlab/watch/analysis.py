@@ -224,7 +224,7 @@ class RunAnalysis:
     def divergence(self) -> dict | None:
         "Where the ranks parted, from the diagnosis: {kind, group, seq, op, site, culprit_ranks}; None if they never did."
         d = self.diagnosis
-        if d is None: return None
+        if d is None or getattr(d, "advisory", False): return None  # a slow run (a straggler): the ranks never parted
         c = d.collective or {}
         return {"kind": d.kind, "group": c.get("group"), "seq": c.get("seq"), "op": c.get("op"),
                 "site": c.get("site"), "culprit_ranks": list(d.culprit_ranks)}

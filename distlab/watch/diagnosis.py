@@ -14,8 +14,8 @@ __all__ = ['COLLECTIVE_RULE', 'Diagnosis']
 # %% ../../nbs/25_diagnosis.ipynb #603d3cd2
 @dataclass
 class Diagnosis:
-    "A verdict on a hung or broken job, with what every rank was doing."
-    kind: str                 # `mismatch`, `stall`, `rank-died` or `never-joined`
+    "A verdict on a hung, broken or slow job, with what every rank was doing."
+    kind: str                 # `mismatch`, `stall`, `rank-died`, `never-joined`; advisory: `straggler`
     culprit_ranks: list[int]  # the ranks that are different (not the majority waiting for them)
     headline: str             # one line: who, what, where
     explanation: str          # why this hangs or fails, in plain words
@@ -25,6 +25,7 @@ class Diagnosis:
     collective: dict = field(default_factory=dict)         # the collective at issue: group, seq, op, sites
     t: float = 0.0            # wall time of the diagnosis
     gen: int = 0              # torchrun's restart generation the diagnosis is about
+    advisory: bool = False    # from an advisory rule: the run goes on (slow, uneven), nothing to stop
 
     def to_dict(self) -> dict:
         "A JSON-safe dict (rank keys become strings)."

@@ -40,16 +40,17 @@ class Rule:
     check: Callable[[Context], Diagnosis | None]  # the rule itself
     priority: int = 50                          # order: facts first (a failed init, a mismatch), timeouts last
     name: str = ""                              # unique name (default: the function's); re-registering replaces
+    advisory: bool = False                      # a verdict on a run that goes on (slow, uneven): it never stops the run
 
 RULES: dict[str, Rule] = {}
 PENDING = Diagnosis("pending", [], "", "", "")  # a rule returns this to hold every later rule for this poll
 ENTRY_POINT_GROUP = "distlab.rules"  # packages outside distlab register rule modules under this group
 
-def register_rule(kind: str, priority: int = 50, name: str | None = None):
-    "Decorator: register `fn(ctx) -> Diagnosis | None` as a rule of `kind`."
+def register_rule(kind: str, priority: int = 50, name: str | None = None, advisory: bool = False):
+    "Decorator: register `fn(ctx) -> Diagnosis | None` as a rule of `kind` (`advisory`: see `diagnose`)."
     def deco(fn):
         n = name or f"{fn.__module__}.{fn.__name__}"
-        RULES[n] = Rule(kind, fn, priority, n)
+        RULES[n] = Rule(kind, fn, priority, n, advisory)
         return fn
     return deco
 
@@ -133,19 +134,21 @@ def enrich(ev: Evidence) -> Enrichment | None:
 # %% ../../nbs/27_rules.ipynb #12454b00
 def diagnose(tracks: dict[int, RankTrack], world_size: int, now: float | None = None, *, t_start: float = 0.0,
              stall_after_s: float = 3.0, join_timeout_s: float = 60.0, final: bool = False,
-             local_ranks: int | None = None, run_dir=None, gen: int = 0, stuck=None) -> Diagnosis | None:
-    "The diagnosis of the job described by `tracks`, or None while nothing is wrong (yet); `final`: the job has ended."
+             local_ranks: int | None = None, run_dir=None, gen: int = 0, stuck=None,
+             advisory: bool = False) -> Diagnosis | None:
+    "The diagnosis of the job described by `tracks`, or None while nothing is wrong (yet); `final`: the job has ended; `advisory`: run the advisory rules instead."
     now = time.time() if now is None else now
-    if all(t.finished for t in tracks.values()) and len(tracks) >= world_size: return None
-    if local_ranks is not None and all(t.finished for t in tracks.values() if t.pid is not None) \
+    if not advisory and all(t.finished for t in tracks.values()) and len(tracks) >= world_size: return None
+    if not advisory and local_ranks is not None and all(t.finished for t in tracks.values() if t.pid is not None) \
             and sum(t.pid is not None for t in tracks.values()) >= local_ranks: return None
     ctx = Context(tracks, world_size, now, t_start, stall_after_s, join_timeout_s, final, local_ranks,
                   Path(run_dir) if run_dir else None, gen, stuck)
     for rule in load_rules():
+        if rule.advisory != advisory: continue
         d = rule.check(ctx)
         if d is PENDING: return None  # a rule needs a moment more (e.g. a dead rank's exit code): no verdict yet
         if d is not None: break
     else: return None
     d.ranks = {r: rank_summary(t, now) for r, t in sorted(tracks.items())}
-    d.t, d.gen = now, gen
+    d.t, d.gen, d.advisory = now, gen, advisory
     return d

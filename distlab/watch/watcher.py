@@ -16,8 +16,9 @@ from .diagnosis import Diagnosis, _main_thread_stack
 from .rules import diagnose
 
 # %% auto #0
-__all__ = ['BUSY_CPU_FRACTION', 'ASLEEP_HORIZON_S', 'STACK_GAP_S', 'FUTEX_SYSCALL', 'pid_alive', 'zombie_exit_status',
-           'torchrun_exit_codes', 'dump_complete', 'collect_stacks', 'main_thread_syscall', 'Activity', 'Watcher']
+__all__ = ['BUSY_CPU_FRACTION', 'ASLEEP_HORIZON_S', 'STACK_GAP_S', 'ADVISE_EVERY_S', 'FUTEX_SYSCALL', 'pid_alive',
+           'zombie_exit_status', 'torchrun_exit_codes', 'dump_complete', 'collect_stacks', 'main_thread_syscall',
+           'Activity', 'Watcher']
 
 # %% ../../nbs/26_watcher.ipynb #08c17be7
 def pid_alive(pid: int | None, started_by_t: float | None = None) -> bool | None:
@@ -79,6 +80,7 @@ def collect_stacks(run_dir: str | Path, pids: dict[int, int], wait_s: float = 3.
 BUSY_CPU_FRACTION = 0.05  # CPU seconds per wall second above which a rank counts as working
 ASLEEP_HORIZON_S = 30.0   # an asleep rank (I/O, sleep) is declared stuck only after this long without CPU
 STACK_GAP_S = 1.0         # two stack dumps at least this far apart must agree before a stall is declared
+ADVISE_EVERY_S = 2.0      # how often the advisory rules (a straggler, ...) look at a live run
 FUTEX_SYSCALL = "202"     # x86_64 futex: the main thread waits on a lock
 
 def main_thread_syscall(pid: int) -> str | None:
@@ -140,6 +142,7 @@ class Watcher:
         self.local_ranks = local_ranks
         self._salvaged: set[int] = set()
         self._tapes: dict[str, TapeReader] = {}  # tape file name -> its reader
+        self.advisory, self._advised_t = None, 0.0  # the advisory rules' latest verdict, and when they last looked
 
     def update(self, now: float | None = None) -> None:
         "Read the ranks' new events (collectives straight from their tapes) and check their pids."
@@ -247,6 +250,17 @@ class Watcher:
         self._reported, self.diagnosis = True, d
         self.diagnoses[self.gen] = d
         return d
+
+    def advise(self, now: float | None = None, *, final: bool = False) -> Diagnosis | None:
+        "The advisory rules' verdict on the run so far (a straggler, ...), looked at every `ADVISE_EVERY_S` (`final`: now, after reading the last events)."
+        now = time.time() if now is None else now
+        if not final and now - self._advised_t < ADVISE_EVERY_S: return self.advisory
+        self._advised_t = now
+        if final: self.update(now)
+        self.advisory = diagnose(self.tracks, self.world_size, now, t_start=self.t_start, stall_after_s=self.stall_after_s,
+                                 join_timeout_s=self.join_timeout_s, final=final, local_ranks=self.local_ranks,
+                                 run_dir=self.run_dir, gen=self.gen, advisory=True)
+        return self.advisory
 
     def stuck(self, ranks: list[int], now: float) -> bool:
         "The safe policy: True when every rank of `ranks` is certainly stuck (no CPU, same stack, past its horizon)."
