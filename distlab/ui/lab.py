@@ -146,9 +146,10 @@ class RunMonitor:
         self.tabs = W.Tab()
         self.diagnosis = W.HTML(diagnosis_html(None))
         self.progress_img, self.timeline_img = W.Image(format="png"), W.Image(format="png")
+        self.perf_img = W.Image(format="png", layout=W.Layout(display="none"))  # shown once the run has profiled steps
         self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger")
         self.stop_button.on_click(lambda _: self.stop(block=False))
-        plots = W.HBox([self.progress_img, self.timeline_img], layout=W.Layout(flex_flow="row wrap"))  # drawn once events arrive
+        plots = W.HBox([self.progress_img, self.timeline_img, self.perf_img], layout=W.Layout(flex_flow="row wrap"))  # drawn once events arrive
         self.widget = W.VBox([W.HBox([self.status, self.stop_button]), self.diagnosis, plots, self.tabs])
         self._thread = threading.Thread(target=self._loop, name=f"distlab-view-{run.run_id}", daemon=True)
         if start: self._thread.start()
@@ -178,7 +179,7 @@ class RunMonitor:
             status = result.status if result is not None else "running"
             elapsed = result.duration_s if result is not None else now - self.started
             self.status.value = status_html(self.run.run_id, status, elapsed, self.feed.steps(snap))
-            diag = result.diagnosis if result is not None else getattr(self.run, "diagnosis", None)
+            diag = result.diagnosis if result is not None else (getattr(self.run, "diagnosis", None) or getattr(self.run, "advisory", None))
             new_diag = diagnosis_html(diag, status if result is not None else None)
             if new_diag != self.diagnosis.value: self.diagnosis.value = new_diag
             n_events = sum(len(v) for v in self.feed.events.values())
@@ -197,6 +198,10 @@ class RunMonitor:
         culprits = list(_get(diag, "culprit_ranks", []) or []) if diag is not None else []
         self.progress_img.value = fig_png(plot_progress(snap, culprits=culprits), dpi=80)
         self.timeline_img.value = fig_png(plot_timeline(snap, culprits=culprits, diagnosis=diag), dpi=80)
+        if any("step_s" in e for evs in snap.by_rank.values() for e in evs if e.get("ev") == "step"):  # the profiler's steps
+            from distlab.ui.perf_plots import plot_step_breakdown
+            self.perf_img.value = fig_png(plot_step_breakdown(snap.tracks, culprits=culprits), dpi=80)
+            self.perf_img.layout.display = None
 
     def _loop(self):
         while not self._stop_evt.is_set():

@@ -408,13 +408,16 @@ def save_run_figures(run_dir: str | Path,  # a run directory
                      out_dir: str | Path,  # where to write the PNG files (created)
                      prefix: str | None = None,  # file name prefix (default: the run directory's name)
                     ) -> list[Path]:
-    "Write the progress and timeline figures of `run_dir` as PNG files; return their paths."
+    "Write the progress and timeline figures of `run_dir` (and its performance figures, when it has profiled steps) as PNG files; return their paths."
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     prefix = prefix or run_dir.name
     run, diag = load_run(run_dir), run_diagnosis(run_dir)
     culprits = _culprits(run_dir)
     figs = {"progress": plot_progress(run, culprits=culprits), "timeline": plot_timeline(run, culprits=culprits, diagnosis=diag)}
+    from distlab.ui.perf_plots import perf_figures  # steps, comm, buckets: only where the run recorded them
+    if any("step_s" in e for evs in run.by_rank.values() for e in evs if e.get("ev") == "step"):
+        figs |= perf_figures(run_dir, culprits=culprits)
     paths = []
     for name, fig in figs.items():
         p = out_dir / f"{prefix}-{name}.png"

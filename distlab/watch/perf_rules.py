@@ -13,8 +13,8 @@ __all__ = ['STRAGGLER_MIN_RATIO', 'STRAGGLER_MIN_LOST_SHARE', 'STRAGGLER_MIN_WAI
            'LIVE_WINDOW_STEPS', 'STRAGGLER_WHY', 'is_straggler', 'straggler_diagnosis', 'straggler_rule']
 
 # %% ../../nbs/29a_perf_rules.ipynb #33d76361
-STRAGGLER_MIN_RATIO = 1.5        # its compute against the median of the others'
-STRAGGLER_MIN_LOST_SHARE = 0.2   # what the job loses to it, as a share of the step
+STRAGGLER_MIN_RATIO = 2.0        # its compute against the median of the others'
+STRAGGLER_MIN_LOST_SHARE = 0.3   # what the job loses to it, as a share of the step
 STRAGGLER_MIN_WAIT_SHARE = 0.5   # the others' extra communication wait, as a share of what is lost
 STRAGGLER_MIN_STEPS = 5          # profiled steps past the warm-up, on every rank
 LIVE_WINDOW_STEPS = 30           # while the run trains: each rank's last steps only
