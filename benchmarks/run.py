@@ -8,6 +8,9 @@ Targets (issue 3 and the design card):
   put back) in alternating blocks of steps (<= 2 %); the end-to-end ratio of two torchrun jobs (watched /
   unwatched) is reported beside it, with its spread, which on 2 shared cores is larger than the effect
 - launcher wall time: `launch(watch=True)` wall time / bare torchrun's on the same script (<= 1.05x)
+- communication profile overhead: `StepProfiler` on the watched DDP loop, profiled vs plain copies of one model
+  alternating in one process (<= 3 %), at two step sizes (issue 8)
+- `distlab bench` all_reduce busbw / a bare torchrun timing loop's, whole jobs and inside one job (within 5 %)
 """
 import argparse, json, platform, re, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -68,6 +71,27 @@ def wall_times(root: Path, ours_first: bool = False) -> tuple[float, float]:
     if ours_first: o = ours(); return bare(), o
     b = bare(); return b, ours()
 
+def profile_in_process(width: int) -> dict:
+    "The communication profiler's cost on a watched DDP step in one process, profiled vs plain copies alternating."
+    out = subprocess.run([sys.executable, str(HERE / "profile_inproc.py"), str(width)], capture_output=True, text=True, timeout=900,
+                         env={**__import__("os").environ, "PYTHONPATH": str(HERE.parent)})
+    if out.returncode: raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+def profile_rows() -> list[dict]:
+    rows = []
+    for width, what in ((1536, "a ~25 ms step"), (512, "a ~4 ms step, the hardest case")):
+        p = profile_in_process(width)
+        rows.append({"target": f"communication profile overhead (StepProfiler on the watched DDP loop, {what}; world 1, gloo, "
+                               f"{p['buckets_per_step']} buckets per step): profiled vs plain blocks alternating, median of paired ratios",
+                     "value": p["profile_overhead_pct"], "unit": "%", "goal": "<= 3", "met": p["profile_overhead_pct"] <= 3, "samples": p})
+    return rows
+
+def bench_rows(repeats: int) -> list[dict]:
+    sys.path.insert(0, str(HERE))
+    import bench_busbw
+    return [bench_busbw.measure(repeats=repeats), bench_busbw.measure_paired()]
+
 def measure(repeats: int) -> list[dict]:
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
@@ -108,7 +132,7 @@ if __name__ == "__main__":
     ap.add_argument("--json", action="store_true"); ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--write", default=None, help="write the table to this markdown file")
     a = ap.parse_args()
-    rows = measure(a.repeats)
+    rows = measure(a.repeats) + profile_rows() + bench_rows(a.repeats)
     if a.write:  # the table is replaced; the hand-written notes after it ("## Reading these figures") are kept
         out = Path(a.write)
         notes = out.read_text().partition("\n## Reading these figures")[1:] if out.exists() else ("", "")
