@@ -165,6 +165,8 @@ class Watcher:
             if t.exit is None and pid is not None and t.alive is not False:
                 t.alive = pid_alive(pid, t.hello_t)
                 if t.alive is False:
+                    self._read_last_words(r)  # its `exit` event may have landed after this poll read the file
+                    if t.exit is not None: t.alive = False; continue
                     t.dead_seen_t = now
                     status = zombie_exit_status(pid)  # torchrun has not reaped it yet: its exit code is still there
                     if status is not None: self._set_exit(t, status)
@@ -232,8 +234,18 @@ class Watcher:
         if returncode < 0:
             try: t.signal = signal.Signals(-returncode).name
             except ValueError: t.signal = f"signal {-returncode}"
-        if t.alive is not False: t.alive, t.dead_seen_t = False, time.time()
+        if t.alive is not False:
+            self._read_last_words(rank)
+            t.alive, t.dead_seen_t = False, time.time()
         self.salvage(rank)
+
+    def _read_last_words(self, rank: int) -> None:
+        "Read what `rank` wrote since the last poll (a process that just ended wrote its `exit` event before it went)."
+        tail = self.tails.get(rank)
+        if tail is None: return
+        taped = any(n.startswith(f"rank{rank}.") for n in self._tapes)
+        for e in tail.read_new():
+            if not (taped and e.get("ev") == "coll"): self._feed(rank, e, 0)  # a taped rank's collectives come from its tape
 
     def poll(self, now: float | None = None, *, final: bool = False) -> Diagnosis | None:
         "A `Diagnosis` the first time the job is found hung or broken; None otherwise (and ever after)."
