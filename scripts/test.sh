@@ -15,4 +15,4 @@ bash scripts/check_sync.sh
 echo "== module notebooks (nbdev-test, slow cells included)"
 .venv/bin/nbdev-test --flags slow
 echo "== pytest"
-exec .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 tests "$@"

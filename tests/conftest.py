@@ -11,3 +11,10 @@ def pytest_collection_modifyitems(config, items):
     if has_gpu: return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False): NCCL tests run on a GPU machine")
     for item in gpu_tests: item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def walkthroughs(tmp_path_factory):
+    "Each walkthrough run once under papermill (world 2, gloo), shared by the tests that read its outcomes."
+    from walkthrough_runs import WalkthroughRuns
+    return WalkthroughRuns(tmp_path_factory.mktemp("walkthroughs"))

@@ -2,7 +2,6 @@
 fixes move the bytes and times a user cares about, and the communication profile reads the same run the same way."""
 from pathlib import Path
 import pytest
-from distlab.scenarios import run_scenario
 from distlab.scenarios.communication import LINK_BYTES_PER_S
 from distlab.watch.comm import comm_profile
 from helpers import gone_within
@@ -11,14 +10,15 @@ NPROC = 2
 RUNS = {"slow-link": ("broken", "fixed", "fixed-accumulate"), "small-buckets": ("broken", "fixed")}
 
 
+pytestmark = pytest.mark.timeout(900)  # the first test here may be the one that runs the walkthrough
+
+
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory):
-    "Every variant, run once, one after another (their timings are compared)."
-    root, out = tmp_path_factory.mktemp("comm"), {}
-    for sid, variants in RUNS.items():
-        for v in variants:
-            o = out[(sid, v)] = run_scenario(sid, v, nproc=NPROC, runs_root=root, backend="gloo")
-            gone_within(Path(o.run_dir).name)
+def outcomes(walkthroughs):
+    "Every variant at world 2: the runs of examples/02_performance.ipynb, run once, one after another (their timings are compared)."
+    out = {k: o for k, o in walkthroughs.by_variant("02_performance").items() if k[0] in RUNS}
+    assert set(out) == {(sid, v) for sid, vs in RUNS.items() for v in vs}, sorted(out)
+    for o in out.values(): gone_within(Path(o.run_dir).name)
     return out
 
 

@@ -1,25 +1,24 @@
-"""The performance family on real torchrun ranks at world 2: each broken variant is slow in the way its scenario
+"""The performance family on real torchrun ranks at world 2 (the walkthrough's runs, read again here): each broken variant is slow in the way its scenario
 says (the straggler named, data wait dominating, threads outnumbering cores), each fixed variant is measurably
 faster or less starved, and neither fixed run is called a straggler."""
 from pathlib import Path
 import pytest
-from distlab.scenarios import SCENARIOS, run_scenario
+from distlab.scenarios import SCENARIOS
 from helpers import gone_within
 
 NPROC = 2
 PERFORMANCE = sorted(s.id for s in SCENARIOS.values() if s.family == "performance" and s.rank_fn.startswith("distlab.scenarios.performance:"))
 
 
+pytestmark = pytest.mark.timeout(900)  # the first test here may be the one that runs the walkthrough
+
+
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory):
-    "Every scenario of this module, broken and fixed, at world 2, run once for all the tests below."
-    root = tmp_path_factory.mktemp("perf-runs")
-    out = {}
-    for sid in PERFORMANCE:
-        for variant in ("broken", "fixed"):
-            o = run_scenario(sid, variant, nproc=NPROC, runs_root=root, backend="gloo")
-            gone_within(Path(o.run_dir).name)
-            out[sid, variant] = o
+def outcomes(walkthroughs):
+    "Every scenario of this module, broken and fixed, at world 2: the runs of examples/02_performance.ipynb (one per variant)."
+    out = {k: o for k, o in walkthroughs.by_variant("02_performance").items() if k[0] in PERFORMANCE}
+    assert set(out) == {(sid, v) for sid in PERFORMANCE for v in ("broken", "fixed")}, sorted(out)
+    for o in out.values(): gone_within(Path(o.run_dir).name)
     return out
 
 

@@ -1,37 +1,15 @@
 """Every walkthrough in examples/ runs top to bottom under papermill, and its recorded outcomes are as expected."""
-import json, subprocess, sys
-from pathlib import Path
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-WALKTHROUGHS = sorted((ROOT / "examples").glob("*.ipynb"))
-
-
-def ensure_python3_kernelspec():
-    "Make sure a `python3` kernelspec exists for this interpreter (installs one into the venv if not)."
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-    try: KernelSpecManager().get_kernel_spec("python3"); return
-    except NoSuchKernel: pass
-    subprocess.run([sys.executable, "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3"], check=True)
-
-
-@pytest.fixture(scope="session")
-def python3_kernel():
-    ensure_python3_kernelspec()
+from walkthrough_runs import WALKTHROUGHS
 
 
 @pytest.mark.papermill
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("nb", WALKTHROUGHS, ids=[p.stem for p in WALKTHROUGHS])
-def test_walkthrough(nb, tmp_path, python3_kernel):
-    import papermill as pm
-    results = tmp_path / "results.json"
-    pm.execute_notebook(str(nb), str(tmp_path / nb.name), kernel_name="python3", cwd=str(ROOT),
-                        parameters=dict(nproc=2, backend="gloo", block=True, results_path=str(results),
-                                        runs_root=str(tmp_path / "runs")),
-                        progress_bar=False)
-    outcomes = json.loads(results.read_text())
+def test_walkthrough(nb, walkthroughs):
+    outcomes = walkthroughs.outcomes(nb.stem)
     from distlab.scenarios import SCENARIOS
     family = {o["scenario"] for o in outcomes}
     assert family, "the walkthrough recorded no outcome"

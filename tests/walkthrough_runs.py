@@ -1,0 +1,53 @@
+"""One papermill run per walkthrough, shared by every test that reads its outcomes (a family's scenarios are run
+once in CI: the walkthrough test checks each variant against its catalogue entry, the family's own tests read the
+same runs' figures and run directories)."""
+import json, subprocess, sys
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parents[1]
+WALKTHROUGHS = sorted((ROOT / "examples").glob("*.ipynb"))
+
+
+def ensure_python3_kernelspec():
+    "Make sure a `python3` kernelspec exists for this interpreter (installs one into the venv if not)."
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+    try: KernelSpecManager().get_kernel_spec("python3"); return
+    except NoSuchKernel: pass
+    subprocess.run([sys.executable, "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3"], check=True)
+
+
+class WalkthroughRuns:
+    "Runs each walkthrough (examples/STEM.ipynb) under papermill at most once per test session; a failed run fails every reader."
+    def __init__(self, root: Path):
+        self.root, self._done = root, {}
+
+    def outcomes(self, stem: str) -> list[dict]:
+        "The outcomes the walkthrough recorded (`results_path`), one dict per scenario variant it ran."
+        if stem not in self._done:
+            try: self._done[stem] = self._run(stem)
+            except Exception as e: self._done[stem] = e
+        got = self._done[stem]
+        if isinstance(got, Exception): raise RuntimeError(f"walkthrough {stem} did not run to the end: {got}") from got
+        return got
+
+    def by_variant(self, stem: str) -> dict[tuple[str, str], SimpleNamespace]:
+        "The same outcomes keyed by (scenario, variant), as attributes (`o.figures`, `o.run_dir`; rank keys as ints)."
+        out = {}
+        for o in self.outcomes(stem):
+            ns = SimpleNamespace(**o)
+            ns.steps_per_rank = {int(k): v for k, v in (o.get("steps_per_rank") or {}).items()}
+            out[o["scenario"], o["variant"]] = ns
+        return out
+
+    def _run(self, stem: str) -> list[dict]:
+        import papermill as pm
+        ensure_python3_kernelspec()
+        nb, out = ROOT / "examples" / f"{stem}.ipynb", self.root / stem
+        out.mkdir(parents=True, exist_ok=True)
+        results = out / "results.json"
+        pm.execute_notebook(str(nb), str(out / nb.name), kernel_name="python3", cwd=str(ROOT),
+                            parameters=dict(nproc=2, backend="gloo", block=True, results_path=str(results),
+                                            runs_root=str(out / "runs")),
+                            progress_bar=False)
+        return json.loads(results.read_text())
