@@ -15,7 +15,7 @@ from .config import LaunchConfig, ConfigError, STALL_POLICIES
 __all__ = ['TORCHRUN_FIELDS', 'CONSOLE_OPTIONS', 'REFUSED_OPTIONS', 'EXIT_STOPPED_BY_DISTLAB', 'EXIT_TIMEOUT', 'EXIT_INTERRUPTED',
            'COMMANDS', 'add_torchrun_options', 'build_parser', 'cmd_list', 'cmd_run', 'std_spec', 'console_filter',
            'LaunchRequest', 'launch_request', 'target_problems', 'launch_exit_code', 'cmd_launch', 'tour', 'tour_table',
-           'cmd_tour', 'cmd_bench', 'cmd_lab', 'main']
+           'cmd_tour', 'cmd_bench', 'cmd_doctor', 'cmd_lab', 'main']
 
 # %% ../nbs/70_cli.ipynb #8b5229c0
 class _Env(argparse.Action):
@@ -145,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-w", "--warmup", type=int, default=5, help="untimed iterations before them (default 5)")
     p.add_argument("-d", "--dtype", default="float32", help="element type (default float32)")
     p.add_argument("--plot", default=None, metavar="PATH", help="save busbw against size as an image (PNG, SVG, PDF)")
+    p = sub.add_parser("doctor", help="check this machine before a distributed job: one line per check (ok/warn/fail, evidence, fix)")
+    _doctor_options(p)
     p = sub.add_parser("lab", help="copy the walkthrough notebooks into DIR and open them in JupyterLab", add_help=False)
     p.add_argument("lab_args", nargs=argparse.REMAINDER, help="DIR [--no-start] [--overwrite] (see distlab lab --help)")
     return ap
@@ -357,12 +359,37 @@ def cmd_bench(a) -> int:
     if a.json: print(res.to_json())
     return 0 if all(r.wrong in (0, None) for r in res.rows) else 1
 
+# %% ../nbs/70_cli.ipynb #abcd380d
+def _doctor_options(p):
+    "`distlab doctor`'s options: the job it should check this machine for."
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("--nproc", "--nproc-per-node", dest="nproc", type=int, default=None, help="ranks per node (default: LOCAL_WORLD_SIZE or 1)")
+    p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
+    p.add_argument("--workers", type=int, default=0, help="DataLoader workers per rank (num_workers)")
+    p.add_argument("--prefetch", type=int, default=2, help="DataLoader prefetch_factor")
+    p.add_argument("--batch-mib", type=float, default=None, help="bytes of one batch, in MiB")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="a variable the job will have (repeatable)")
+    p.add_argument("--no-gpu", action="store_true", help="skip the NVML checks")
+
+def cmd_doctor(a) -> int:
+    "Run every check of this machine; exit 0 when nothing failed, 1 when a check failed."
+    from distlab.health.doctor import doctor
+    bad = [e for e in a.env if "=" not in e or not e.split("=", 1)[0]]
+    if bad: raise ValueError(f"--env {bad[0]!r}: give NAME=VALUE, e.g. --env NCCL_SOCKET_IFNAME=eth0")
+    if a.nproc is not None and a.nproc < 1: raise ValueError(f"--nproc {a.nproc}: give 1 or more ranks per node")
+    if a.workers < 0 or a.prefetch < 1: raise ValueError("--workers must be >= 0 and --prefetch >= 1 (DataLoader's own limits)")
+    rep = doctor(dict(e.split("=", 1) for e in a.env), nproc=a.nproc, backend=a.backend, workers=a.workers,
+                 prefetch=a.prefetch, batch_mib=a.batch_mib, gpu=not a.no_gpu)
+    print(json.dumps(rep.to_dict(), indent=1) if a.json else rep.text())
+    return rep.exit_code
+
+
 # %% ../nbs/70_cli.ipynb #13a786b5
 def cmd_lab(a) -> int:
     from distlab.ui.walkthroughs import main as lab_main  # its own parser: `distlab lab --help` shows its options
     return lab_main(a.lab_args[1:] if a.lab_args[:1] == ["--"] else a.lab_args)
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "launch": cmd_launch, "tour": cmd_tour, "bench": cmd_bench, "lab": cmd_lab}
+COMMANDS = {"list": cmd_list, "run": cmd_run, "launch": cmd_launch, "tour": cmd_tour, "bench": cmd_bench, "lab": cmd_lab, "doctor": cmd_doctor}
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `distlab` command."

@@ -8,6 +8,7 @@ import atexit, faulthandler, gc, inspect, itertools, json, linecache, os, signal
 from pathlib import Path
 from ..contract import RUN_DIR_ENV, DDP_BUCKETS_ENV, heartbeat_path, stacks_path
 from .events import emit, rank_writer
+from .node_facts import check_nodes
 from .tape import CollTape
 
 # %% auto #0
@@ -352,7 +353,9 @@ def _patch_lifecycle():
         if ws in (None, -1): ws = int(os.environ.get("WORLD_SIZE", "-1"))
         site = call_site()
         emit("init", state="started", backend=str(b) if b else None, world_size=ws, **site)
-        try: out = init(*args, **kwargs)
+        try:
+            check_nodes(emit)  # multi-node: compare the nodes' facts at the rendezvous store first (rank.node_facts)
+            out = init(*args, **kwargs)
         except BaseException as e:
             emit("init", state="failed", backend=str(b) if b else None, world_size=ws, error=f"{type(e).__name__}: {e}", **site)
             raise
