@@ -275,7 +275,7 @@ def shm_check(nproc: int, workers: int, prefetch: int, batch_mib: float | None, 
     advice = int(need * SHM_MARGIN)
     msg = f"{where}; {nproc} ranks x {workers} workers x {prefetch} batches x {batch_mib:g} MiB = {_mib(need)} in flight"
     if need > free_bytes:
-        return Check("shm", "fail", msg + ": workers will die with SIGBUS (bus error)", f"give /dev/shm at least {_mib(advice)} "
+        return Check("shm", "fail", msg + ": workers will fail ('No space left on device' from torch 2.x, a bus error from older torch)", f"give /dev/shm at least {_mib(advice)} "
                      f"(docker run --shm-size={max(1, advice >> 20)}m; Kubernetes: emptyDir medium Memory), or lower workers x prefetch "
                      f"to {max(0, int(free_bytes / SHM_MARGIN // max(1, nproc * batch_mib * 2**20)))} batches per rank")
     if need * SHM_MARGIN > free_bytes:

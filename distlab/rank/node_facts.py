@@ -145,8 +145,9 @@ def check_nodes(emit=None,  # emit(kind, **fields): the rank's event writer, or 
     if not diffs: return diffs
     table = node_table(facts, diffs)
     if fatal:
-        reasons = "; ".join(f"{d['what']}: {d['reason']}" for d in fatal)
-        raise NodeMismatch(f"the nodes differ in a way known to hang or crash the job ({reasons}); make it the same on "
-                           f"every node (`distlab doctor` on each shows its facts):\n{table}")
+        whats = ", ".join(d["what"].removeprefix("env:") for d in fatal)
+        reasons = "".join(f"\nwhy: {d['what']}: {d['reason']}" for d in fatal)
+        raise NodeMismatch(f"the nodes differ in a way known to hang or crash the job; make {whats} the same on every node "
+                           f"(`distlab doctor` on each shows its facts){reasons}\n{table}")
     print(f"[distlab] the nodes differ (shown, not refused):\n{table}", file=sys.stderr, flush=True)
     return diffs
