@@ -125,7 +125,7 @@ def gpu_checks(backend: str = "auto") -> list[Check]:
                       "pip install 'distlab[gpu]' (nvidia-ml-py)" if devs or need else OK_FIX)]
     try: nv.nvmlInit()
     except Exception as e:
-        return [Check("gpu", "fail" if need else "ok", f"no NVIDIA GPU here (NVML: {type(e).__name__}); GPU checks skipped, gloo runs on the CPU",
+        return [Check("gpu", "fail" if need else "ok", f"no NVIDIA GPU here (NVML: {type(e).__name__}); GPU checks skipped" + ("" if need else ", gloo runs on the CPU"),
                       "install the NVIDIA driver, or use backend gloo" if need else OK_FIX)]
     try:
         n = nv.nvmlDeviceGetCount()
