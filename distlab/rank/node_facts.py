@@ -109,7 +109,8 @@ def node_table(facts: list[dict], diffs: list[dict]) -> str:
     return "\n".join([fmt(["  what"] + heads)] + [fmt(r) for r in rows])
 
 # %% ../../nbs/20b_node_facts.ipynb #802fe5bf
-FACTS_TIMEOUT_S = 30.0  # how long a rank waits for the other nodes' facts before going on without the comparison
+FACTS_TIMEOUT_S = 120.0  # how long a rank waits for the other nodes' facts before going on without the comparison
+# (their ranks may still be importing torch: 2.4 s on a quiet machine, 20 s and more on a loaded one; init would wait anyway)
 
 class NodeMismatch(RuntimeError):
     "The nodes of a job differ in a way known to hang or crash it; the message holds the table."
