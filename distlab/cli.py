@@ -106,6 +106,17 @@ def _trace_option(p):
     p.add_argument("--trace", metavar="WAIT,ACTIVE", default=None, help="write a torch.profiler trace of ACTIVE optimizer steps "
                    "after WAIT on every rank to RUN_DIR/traces (open in Perfetto or Holistic Trace Analysis), e.g. 2,3")
 
+def _doctor_options(p):
+    "`distlab doctor`'s options: the job it should check this machine for."
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("--nproc", "--nproc-per-node", dest="nproc", type=int, default=None, help="ranks per node (default: LOCAL_WORLD_SIZE or 1)")
+    p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
+    p.add_argument("--workers", type=int, default=0, help="DataLoader workers per rank (num_workers)")
+    p.add_argument("--prefetch", type=int, default=2, help="DataLoader prefetch_factor")
+    p.add_argument("--batch-mib", type=float, default=None, help="bytes of one batch, in MiB")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="a variable the job will have (repeatable)")
+    p.add_argument("--no-gpu", action="store_true", help="skip the NVML checks")
+
 def build_parser() -> argparse.ArgumentParser:
     "The `distlab` argument parser."
     ap = argparse.ArgumentParser(prog="distlab", description="Reproduce, diagnose and fix distributed PyTorch failures.")
@@ -360,17 +371,6 @@ def cmd_bench(a) -> int:
     return 0 if all(r.wrong in (0, None) for r in res.rows) else 1
 
 # %% ../nbs/70_cli.ipynb #abcd380d
-def _doctor_options(p):
-    "`distlab doctor`'s options: the job it should check this machine for."
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument("--nproc", "--nproc-per-node", dest="nproc", type=int, default=None, help="ranks per node (default: LOCAL_WORLD_SIZE or 1)")
-    p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
-    p.add_argument("--workers", type=int, default=0, help="DataLoader workers per rank (num_workers)")
-    p.add_argument("--prefetch", type=int, default=2, help="DataLoader prefetch_factor")
-    p.add_argument("--batch-mib", type=float, default=None, help="bytes of one batch, in MiB")
-    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="a variable the job will have (repeatable)")
-    p.add_argument("--no-gpu", action="store_true", help="skip the NVML checks")
-
 def cmd_doctor(a) -> int:
     "Run every check of this machine; exit 0 when nothing failed, 1 when a check failed."
     from distlab.health.doctor import doctor
