@@ -5,15 +5,22 @@
 # %% ../../nbs/49a_doctor_checks.ipynb #f0dcfbd5
 from __future__ import annotations
 import json, time
+from dataclasses import dataclass, field
 from pathlib import Path
 from ..contract import RUN_JSON
 from .doctor import doctor
 from .env_checks import shm_check, shm_needed_bytes, SHM_MARGIN
 from ..rank.events import read_events, event_ranks
-from ..scenarios import Measured
+
+@dataclass
+class Measured:
+    "What a check found: the shape of `distlab.scenarios.Measured` (figures, problems), which this layer may not import."
+    figures: dict = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
 
 # %% auto #0
-__all__ = ['variant_params', 'check_bad_env_named', 'check_bad_env_passed', 'check_shm_broken', 'check_shm_fixed',
+__all__ = ['Measured', 'variant_params', 'check_bad_env_named', 'check_bad_env_passed', 'check_shm_broken', 'check_shm_fixed',
            'check_nodes_refused', 'check_nodes_agree']
 
 # %% ../../nbs/49a_doctor_checks.ipynb #00241da6
