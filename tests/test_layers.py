@@ -11,11 +11,12 @@ ALLOWED = {
     "rank": {"contract", "config"},
     "train": {"contract", "config", "rank"},
     "watch": {"contract", "config", "rank"},
-    "run": {"contract", "config", "rank", "watch"},
+    "health": {"contract", "config", "rank", "watch"},
+    "run": {"contract", "config", "rank", "watch", "health"},
     "scenarios": {"contract", "config", "rank", "train"},      # the registry and the families
-    "scenarios.runner": {"contract", "config", "rank", "train", "watch", "run", "scenarios"},
-    "ui": {"contract", "config", "rank", "train", "watch", "run", "scenarios", "scenarios.runner"},
-    "cli": {"contract", "config", "rank", "train", "watch", "run", "scenarios", "scenarios.runner", "ui"},
+    "scenarios.runner": {"contract", "config", "rank", "train", "watch", "run", "scenarios", "health"},
+    "ui": {"contract", "config", "rank", "train", "watch", "run", "scenarios", "scenarios.runner", "health"},
+    "cli": {"contract", "config", "rank", "train", "watch", "run", "scenarios", "scenarios.runner", "ui", "health"},
 }
 
 def layer_of(module: str) -> str | None:

@@ -1,0 +1,1 @@
+"Doctor, GPU health and the metrics exporter: checks before a run, facts while it trains."
