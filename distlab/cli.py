@@ -416,7 +416,8 @@ def cmd_lab(a) -> int:
     from distlab.ui.walkthroughs import main as lab_main  # its own parser: `distlab lab --help` shows its options
     return lab_main(a.lab_args[1:] if a.lab_args[:1] == ["--"] else a.lab_args)
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "launch": cmd_launch, "tour": cmd_tour, "bench": cmd_bench, "lab": cmd_lab}
+COMMANDS = {"list": cmd_list, "run": cmd_run, "launch": cmd_launch, "tour": cmd_tour, "bench": cmd_bench, "lab": cmd_lab,
+            "export": cmd_export}
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `distlab` command."
@@ -430,6 +431,3 @@ def main(argv: list[str] | None = None) -> int:
     sys.exit(code)
 
 if __name__ == "__main__" and "__file__" in globals(): main()  # python -m distlab.cli
-
-# %% ../nbs/70_cli.ipynb #bd58e12c
-COMMANDS["export"] = cmd_export  # distlab.health.exporter
