@@ -90,13 +90,18 @@ class Dashboard:
         if self.run is not None: return bool(getattr(self.run, "done", False))
         return self.figures is not None and self.figures.status != "running"
 
+    def refresh(self) -> RunFigures | None:
+        "`update()` that never raises: a problem is shown in the widget instead (for threads and monitors)."
+        try: return self.update()
+        except Exception as e:  # a view must never take the kernel (or the RunMonitor it sits in) down
+            self.widget.value = dashboard_html(self.figures) if self.figures else ""
+            self.widget.value += f"<div style='color:#cf222e'>dashboard error: {html.escape(repr(e))}</div>"
+            return None
+
     def _loop(self):
         while not self._stop.is_set():
-            try:
-                self.update()
-                if self.ended: self.update(); return  # one last read after the end
-            except Exception as e:  # a view must never take the kernel down
-                self.widget.value += f"<div style='color:#cf222e'>dashboard error: {html.escape(repr(e))}</div>"
+            self.refresh()
+            if self.ended: self.refresh(); return  # one last read after the end
             self._stop.wait(self.refresh_s)
 
     def close(self):

@@ -185,7 +185,7 @@ class RunMonitor:
             new_diag = diagnosis_html(diag, status if result is not None else None)
             if new_diag != self.diagnosis.value: self.diagnosis.value = new_diag
             if result is not None or now - self._last_dash >= self.dashboard.refresh_s:
-                self.dashboard.update(); self._last_dash = now
+                self.dashboard.refresh(); self._last_dash = now
             n_events = sum(len(v) for v in self.feed.events.values())
             if n_events and (result is not None or now - self._last_plot >= self.plot_every_s) and n_events != self._plot_events:
                 self.redraw(snap, diag); self._last_plot, self._plot_events = now, n_events
