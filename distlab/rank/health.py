@@ -5,12 +5,12 @@
 # %% ../../nbs/19c_health_sampler.ipynb #63613556
 from __future__ import annotations
 import atexit, os, sys, threading, time
-from ..contract import BACKEND_ENV, HEALTH_ENV
+from ..contract import HEALTH_ENV
 from .events import rank_writer
 
 # %% auto #0
 __all__ = ['HEALTH_EVERY_S', 'THROTTLE_REASONS', 'ProcessSampler', 'throttle_names', 'rank_gpu_handle', 'GpuSampler',
-           'HealthSampler', 'install_from_env']
+           'cuda_device', 'HealthSampler', 'install_from_env']
 
 # %% ../../nbs/19c_health_sampler.ipynb #fe6665e6
 HEALTH_EVERY_S = 1.0  # default seconds between samples (`DISTLAB_HEALTH_EVERY_S` overrides; 0 turns sampling off)
@@ -38,7 +38,8 @@ def throttle_names(mask: int) -> list[str]:
     return [name for bit, name in THROTTLE_REASONS.items() if mask & bit and name != "gpu_idle"]
 
 # %% ../../nbs/19c_health_sampler.ipynb #b97454c7
-def rank_gpu_handle(local_rank: int, environ=None):
+def rank_gpu_handle(local_rank: int, environ=None,
+                    uuid: str | None = None):  # the GPU's UUID as torch knows it (`GPU-...`): wins over the index
     "(pynvml, NVML handle, index) of this rank's GPU; None without pynvml, a driver, or such a device."
     env = os.environ if environ is None else environ
     try: import pynvml
@@ -47,10 +48,11 @@ def rank_gpu_handle(local_rank: int, environ=None):
         pynvml.nvmlInit()
         visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()] \
             if "CUDA_VISIBLE_DEVICES" in env else None
-        if visible is None: which = str(local_rank)
+        if uuid: which = uuid
+        elif visible is None: which = str(local_rank)
         elif local_rank < len(visible): which = visible[local_rank]
         else: return None
-        if which.startswith("GPU-"): handle = pynvml.nvmlDeviceGetHandleByUUID(which)
+        if which.startswith("GPU-") or (uuid and which.startswith("MIG-")): handle = pynvml.nvmlDeviceGetHandleByUUID(which)
         elif which.isdigit() and int(which) < pynvml.nvmlDeviceGetCount(): handle = pynvml.nvmlDeviceGetHandleByIndex(int(which))
         else: return None  # MIG- instances, -1, names NVML does not know
         return pynvml, handle, pynvml.nvmlDeviceGetIndex(handle)
@@ -85,31 +87,36 @@ class GpuSampler:
         return out
 
 # %% ../../nbs/19c_health_sampler.ipynb #5b1aab30
-def _uses_gpu(environ) -> bool:
-    if environ.get(BACKEND_ENV) == "nccl": return True
+def cuda_device(local_rank: int) -> int | None:
+    "torch's index of this rank's GPU, or None while torch has not initialised CUDA in this process."
     torch = sys.modules.get("torch")
-    return torch is not None and hasattr(torch, "cuda") and torch.cuda.is_initialized()
+    if torch is None or not hasattr(torch, "cuda") or not torch.cuda.is_initialized(): return None
+    return local_rank if local_rank < torch.cuda.device_count() else 0  # one GPU per rank, or each rank sees only its own
+
+def _torch_uuid(dev: int) -> str | None:
+    try: u = str(sys.modules["torch"].cuda.get_device_properties(dev).uuid)
+    except Exception: return None
+    return u if u.startswith(("GPU-", "MIG-")) else f"GPU-{u}"
 
 class HealthSampler:
     "A daemon thread that emits a `health` event every `every_s` seconds: process figures, and GPU ones on a GPU rank."
     def __init__(self, emit,  # called as emit("health", **fields): an `EventWriter.emit`
                  every_s: float = HEALTH_EVERY_S,  # seconds between samples
                  local_rank: int = 0,  # which visible GPU is this rank's
-                 environ=None):  # where to look for the backend and CUDA_VISIBLE_DEVICES (default os.environ)
+                 environ=None):  # where to look for CUDA_VISIBLE_DEVICES (default os.environ)
         self.emit, self.every_s, self.local_rank = emit, every_s, local_rank
         self.env = os.environ if environ is None else environ
         self.proc, self.gpu, self._gpu_looked = ProcessSampler(), None, False
         self.samples, self._stop, self._thread = 0, threading.Event(), None
 
     def _gpu_fields(self) -> dict:
-        if not self._gpu_looked and _uses_gpu(self.env):
+        if (dev := cuda_device(self.local_rank)) is None: return {}  # no GPU in use (yet): a module lookup, no more
+        if not self._gpu_looked:
             self._gpu_looked = True
-            if (got := rank_gpu_handle(self.local_rank, self.env)) is not None: self.gpu = GpuSampler(*got)
+            if (got := rank_gpu_handle(self.local_rank, self.env, _torch_uuid(dev))) is not None: self.gpu = GpuSampler(*got)
         out = self.gpu.sample() if self.gpu is not None else {}
-        torch = sys.modules.get("torch")
-        if out and torch is not None and torch.cuda.is_initialized():
-            dev = torch.cuda.current_device()
-            out["cuda_alloc_bytes"], out["cuda_peak_bytes"] = torch.cuda.memory_allocated(dev), torch.cuda.max_memory_allocated(dev)
+        cuda = sys.modules["torch"].cuda  # its allocator's figures: the device is named, so no thread's current device matters
+        out["cuda_alloc_bytes"], out["cuda_peak_bytes"] = cuda.memory_allocated(dev), cuda.max_memory_allocated(dev)
         return out
 
     def sample(self) -> dict:
