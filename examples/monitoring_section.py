@@ -52,9 +52,9 @@ TRAIN_SCRIPT = textwrap.dedent('''
     prof.close()
     dist.destroy_process_group()
 ''')
-script = Path(runs_root or "distlab-runs") / "monitored_train.py"
-script.parent.mkdir(parents=True, exist_ok=True)
-script.write_text(TRAIN_SCRIPT)
+train_script = Path(runs_root or "distlab-runs") / "monitored_train.py"
+train_script.parent.mkdir(parents=True, exist_ok=True)
+train_script.write_text(TRAIN_SCRIPT)
 
 # %% [markdown]
 # Launch it, show the dashboard, and serve its metrics. `port=0` takes any free port (a fixed one is what a
@@ -63,10 +63,10 @@ script.write_text(TRAIN_SCRIPT)
 
 # %%
 MONITOR_STEPS, STEP_S = 30, 0.04
-run = launch(script, [MONITOR_STEPS, STEP_S], nproc=nproc, backend=backend, runs_root=runs_root, name="monitored")
-dashboard = Dashboard(run)
-exporter = Exporter(run.run_dir, port=0).start()
-print(f"run {run.run_id}: metrics at {exporter.url}")
+mon_run = launch(train_script, [MONITOR_STEPS, STEP_S], nproc=nproc, backend=backend, runs_root=runs_root, name="monitored")
+dashboard = Dashboard(mon_run)
+exporter = Exporter(mon_run.run_dir, port=0).start()
+print(f"run {mon_run.run_id}: metrics at {exporter.url}")
 display(dashboard)
 
 # %% [markdown]
@@ -86,31 +86,31 @@ def scrape(url: str) -> dict[str, dict[str, float]]:
             if "state=" not in labels and "reason=" not in labels: out.setdefault(name, {})[rank] = float(value)
     return out
 
-deadline = time.time() + 300
-while time.time() < deadline and not run.done:
-    live = scrape(exporter.url).get("distlab_rank_steps_total", {})
-    if len(live) == nproc and min(live.values()) > 0: break
+mon_deadline = time.time() + 300
+while time.time() < mon_deadline and not mon_run.done:
+    mon_live = scrape(exporter.url).get("distlab_rank_steps_total", {})
+    if len(mon_live) == nproc and min(mon_live.values()) > 0: break
     time.sleep(0.5)
-print("steps so far, per rank:", live)
+print("steps so far, per rank:", mon_live)
 
 # %% [markdown]
 # Wait for the end (a notebook run by papermill must: output a thread writes after the last cell is lost), then
 # compare what the exporter says with what the run says.
 
 # %%
-result = run.wait()
-figs = dashboard.update()
-final = scrape(exporter.url)
+mon_result = mon_run.wait()
+mon_figs = dashboard.update()
+mon_final = scrape(exporter.url)
 exporter.stop(); dashboard.close()
-print(result.status, "steps per rank:", result.steps_per_rank)
-print("exporter's steps:", final["distlab_rank_steps_total"])
-print("exporter's step time (ms):", {r: round(v * 1e3, 1) for r, v in final["distlab_rank_step_seconds"].items()})
-print("exporter's resident memory (MiB):", {r: round(v / 2**20) for r, v in final["distlab_rank_resident_memory_bytes"].items()})
-print("slow ranks:", figs.slow_ranks)
-assert result.status == "ok", result
-assert final["distlab_rank_steps_total"] == {str(r): float(n) for r, n in result.steps_per_rank.items()}
-assert all(v > 0 for v in final["distlab_rank_resident_memory_bytes"].values())  # the health sampler's figure
-if nproc > 1: assert figs.slow_ranks == [nproc - 1], figs.to_dict()  # the rank we slowed down, named
+print(mon_result.status, "steps per rank:", mon_result.steps_per_rank)
+print("exporter's steps:", mon_final["distlab_rank_steps_total"])
+print("exporter's step time (ms):", {r: round(v * 1e3, 1) for r, v in mon_final["distlab_rank_step_seconds"].items()})
+print("exporter's resident memory (MiB):", {r: round(v / 2**20) for r, v in mon_final["distlab_rank_resident_memory_bytes"].items()})
+print("slow ranks:", mon_figs.slow_ranks)
+assert mon_result.status == "ok", mon_result
+assert mon_final["distlab_rank_steps_total"] == {str(r): float(n) for r, n in mon_result.steps_per_rank.items()}
+assert all(v > 0 for v in mon_final["distlab_rank_resident_memory_bytes"].values())  # the health sampler's figure
+if nproc > 1: assert mon_figs.slow_ranks == [nproc - 1], mon_figs.to_dict()  # the rank we slowed down, named
 display(dashboard)
 
 # %% [markdown]
