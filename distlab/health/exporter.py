@@ -103,10 +103,14 @@ class Exporter:
         except OSError as e:
             raise ValueError(f"cannot serve metrics on {self.addr}:{self.requested_port} ({e.strerror or e}): "
                              "pick a free port (--port N, or 0 for any free one) or an address of this machine (--addr)") from None
+        self._bound_port = self.server.server_port
         return self
 
     @property
-    def port(self) -> int: return self.server.server_port if self.server else self.requested_port
+    def port(self) -> int:
+        "The port it listens on (the one it listened on, once stopped)."
+        if self.server is not None: self._bound_port = self.server.server_port
+        return getattr(self, "_bound_port", self.requested_port)
 
     @property
     def url(self) -> str:
