@@ -64,7 +64,7 @@ def trace_path(run_dir: str | Path, rank: int, gen: int = 0) -> Path:
     "Where `rank` writes its torch.profiler trace (Chrome trace JSON, read by Perfetto and Holistic Trace Analysis)."
     return Path(run_dir) / "traces" / (f"rank{rank}.pt.trace.json" if not gen else f"rank{rank}.gen{gen}.pt.trace.json")
 
-RANK_MACHINERY = tuple(os.path.join("distlab", "rank", f"{m}.py") for m in ("shim", "ledger", "worker", "events", "tape", "profile", "trace")) \
+RANK_MACHINERY = tuple(os.path.join("distlab", "rank", f"{m}.py") for m in ("shim", "ledger", "worker", "events", "tape", "profile", "trace", "health")) \
     + ("<frozen runpy>",)
 
 def is_machinery(where: str) -> bool:
