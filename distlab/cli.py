@@ -12,10 +12,11 @@ from typing import Callable
 from .config import LaunchConfig, ConfigError, STALL_POLICIES
 
 # %% auto #0
-__all__ = ['TORCHRUN_FIELDS', 'CONSOLE_OPTIONS', 'REFUSED_OPTIONS', 'EXIT_STOPPED_BY_DISTLAB', 'EXIT_TIMEOUT', 'EXIT_INTERRUPTED',
-           'COMMANDS', 'add_torchrun_options', 'build_parser', 'cmd_list', 'cmd_run', 'std_spec', 'console_filter',
-           'LaunchRequest', 'launch_request', 'target_problems', 'launch_exit_code', 'cmd_launch', 'tour', 'tour_table',
-           'cmd_tour', 'cmd_bench', 'cmd_doctor', 'cmd_lab', 'main']
+__all__ = ['TORCHRUN_FIELDS', 'CONSOLE_OPTIONS', 'REFUSED_OPTIONS', 'DEFAULT_EXPORT_PORT', 'EXIT_STOPPED_BY_DISTLAB',
+           'EXIT_TIMEOUT', 'EXIT_INTERRUPTED', 'COMMANDS', 'add_torchrun_options', 'build_parser', 'cmd_export',
+           'cmd_list', 'cmd_run', 'std_spec', 'console_filter', 'LaunchRequest', 'launch_request', 'target_problems',
+           'launch_exit_code', 'cmd_launch', 'tour', 'tour_table', 'cmd_tour', 'cmd_bench', 'cmd_doctor', 'cmd_lab',
+           'main']
 
 # %% ../nbs/70_cli.ipynb #8b5229c0
 class _Env(argparse.Action):
@@ -138,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--stall-policy", choices=STALL_POLICIES, default="safe", help="safe (default): stop only a rank that is "
                    "certainly stuck, never a busy one; strict: stop after --stall-after whatever the awaited rank is doing")
     _trace_option(d)
+    _export_option(d)
     p.add_argument("target", help="your training script (a module with -m, a program with --no-python)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for your script")
     p = sub.add_parser("tour", help="run every scenario broken and fixed, print a table, save plots")
@@ -160,7 +162,57 @@ def build_parser() -> argparse.ArgumentParser:
     _doctor_options(p)
     p = sub.add_parser("lab", help="copy the walkthrough notebooks into DIR and open them in JupyterLab", add_help=False)
     p.add_argument("lab_args", nargs=argparse.REMAINDER, help="DIR [--no-start] [--overwrite] (see distlab lab --help)")
+    _export_parser(sub)
     return ap
+
+# %% ../nbs/70_cli.ipynb #d52f30c5
+DEFAULT_EXPORT_PORT = 9464  # distlab.health.exporter.DEFAULT_PORT (kept here so parsing needs no prometheus_client)
+
+def _port(s: str) -> int:
+    if not s.isdigit() or not 0 <= int(s) <= 65535:
+        raise argparse.ArgumentTypeError(f"{s!r} is not a TCP port: give 1-65535 (0: any free one)")
+    return int(s)
+
+def _export_option(p):
+    p.add_argument("--export", nargs="?", const=DEFAULT_EXPORT_PORT, default=None, type=_port, metavar="PORT",
+                   help=f"serve every rank's metrics to Prometheus at http://ADDR:PORT/metrics while the run trains (default port {DEFAULT_EXPORT_PORT})")
+    p.add_argument("--export-addr", default="127.0.0.1", metavar="ADDR", help="interface for --export (default 127.0.0.1; 0.0.0.0: every one)")
+
+def _export_parser(sub):
+    p = sub.add_parser("export", help="serve a run's per-rank step time, throughput, communication, memory and GPU health to Prometheus")
+    p.add_argument("run_dir", help="a run directory (live or finished), e.g. distlab-runs/20260101-120000-train-abc123")
+    p.add_argument("--port", type=_port, default=DEFAULT_EXPORT_PORT, help=f"TCP port (default {DEFAULT_EXPORT_PORT}; 0: any free one)")
+    p.add_argument("--addr", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only; 0.0.0.0: every one)")
+    p.add_argument("--for", dest="duration", type=float, default=None, metavar="S", help="stop after S seconds (default: until Ctrl-C)")
+
+def _export_port_given(argv: list[str]) -> list[str]:
+    "`launch ... --export SCRIPT`: `--export` with no port before the script (the script is not its port)."
+    if argv[:1] != ["launch"]: return argv
+    launch_p = build_parser()._subparsers._group_actions[0].choices["launch"]
+    opts, i = launch_p._option_string_actions, 1
+    while i < len(argv):
+        w = argv[i]
+        if w == "--export":
+            if i + 1 >= len(argv) or not argv[i + 1].isdigit(): return argv[:i] + [f"--export={DEFAULT_EXPORT_PORT}"] + argv[i + 1:]
+            return argv
+        if w == "--" or not w.startswith("-"): return argv  # the target: what follows is the script's
+        act = opts.get(w.split("=", 1)[0])
+        i += 2 if act is not None and act.nargs != 0 and "=" not in w else 1
+    return argv
+
+def _start_exporter(a, run):
+    "The `--export` server of a launched run, or None (a port in use is reported; the run goes on)."
+    if getattr(a, "export", None) is None: return None
+    from distlab.health.exporter import Exporter
+    try: ex = Exporter(run.run_dir, a.export, a.export_addr).start()
+    except ValueError as e: print(f"distlab: no metrics served: {e}", file=sys.stderr, flush=True); return None
+    print(f"distlab: metrics of {run.run_id} at {ex.url}", file=sys.stderr, flush=True)
+    return ex
+
+def cmd_export(a) -> int:
+    from distlab.health.exporter import serve
+    serve(a.run_dir, a.port, a.addr, a.duration)
+    return 0
 
 # %% ../nbs/70_cli.ipynb #53e6db65
 def cmd_list(a) -> int:
@@ -293,10 +345,13 @@ def cmd_launch(a) -> int:
         if req.shows(rank, stream): _echo(rank, stream, line)
     run = launch(req.target, req.args, module=req.module, runs_root=a.runs_root, **asdict(req.config),
                  on_line=None if a.json else echo, on_diagnosis=None if a.json else on_diag)
+    exporter = _start_exporter(a, run)
     try: res = run.wait()
     except KeyboardInterrupt:
         print(f"distlab: interrupted; run stopped, nothing left running ({run.run_dir})", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        if exporter is not None: exporter.stop()
     if a.json: print(json.dumps(res.to_dict(), default=str))
     elif res.status != "ok": print(f"distlab: {res.status}; logs and events in {res.run_dir}", file=sys.stderr)
     return launch_exit_code(res)
@@ -389,11 +444,12 @@ def cmd_lab(a) -> int:
     from distlab.ui.walkthroughs import main as lab_main  # its own parser: `distlab lab --help` shows its options
     return lab_main(a.lab_args[1:] if a.lab_args[:1] == ["--"] else a.lab_args)
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "launch": cmd_launch, "tour": cmd_tour, "bench": cmd_bench, "lab": cmd_lab, "doctor": cmd_doctor}
+COMMANDS = {"list": cmd_list, "run": cmd_run, "launch": cmd_launch, "tour": cmd_tour, "bench": cmd_bench, "lab": cmd_lab,
+            "doctor": cmd_doctor, "export": cmd_export}
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `distlab` command."
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = _export_port_given(sys.argv[1:] if argv is None else list(argv))
     if argv[:1] == ["lab"]: argv = ["lab", "--", *argv[1:]]  # `distlab lab --help` is the lab's own help
     a = build_parser().parse_args(argv)
     try: code = COMMANDS[a.cmd](a)

@@ -10,9 +10,9 @@ from pathlib import Path
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'RUN_DIR_ENV', 'RUN_ID_ENV', 'BACKEND_ENV', 'RUNS_ROOT_ENV', 'FAST_EXIT_ENV', 'DDP_BUCKETS_ENV',
            'TRACE_ENV', 'RESTART_ENV', 'RUN_SUBDIRS', 'RUN_JSON', 'RESULT_JSON', 'RANK_MACHINERY', 'STEP_PHASE_FIELDS',
-           'EVENT_FIELDS', 'COMMON_FIELDS', 'restart_generation', 'events_path', 'tape_paths', 'tape_glob',
-           'heartbeat_path', 'stacks_path', 'log_path', 'trace_path', 'is_machinery', 'make_run_dir', 'bench_path',
-           'ranks_in', 'check_event']
+           'HEALTH_FIELDS', 'HEALTH_ENV', 'EVENT_FIELDS', 'COMMON_FIELDS', 'restart_generation', 'events_path',
+           'tape_paths', 'tape_glob', 'heartbeat_path', 'stacks_path', 'log_path', 'trace_path', 'is_machinery',
+           'make_run_dir', 'bench_path', 'ranks_in', 'check_event']
 
 # %% ../nbs/01_contract.ipynb #04a02084
 SCHEMA_VERSION = 2  # 2: events carry `gen` (torchrun's restart generation); run.json says `schema`
@@ -64,7 +64,7 @@ def trace_path(run_dir: str | Path, rank: int, gen: int = 0) -> Path:
     "Where `rank` writes its torch.profiler trace (Chrome trace JSON, read by Perfetto and Holistic Trace Analysis)."
     return Path(run_dir) / "traces" / (f"rank{rank}.pt.trace.json" if not gen else f"rank{rank}.gen{gen}.pt.trace.json")
 
-RANK_MACHINERY = tuple(os.path.join("distlab", "rank", f"{m}.py") for m in ("shim", "ledger", "worker", "events", "tape", "profile", "trace")) \
+RANK_MACHINERY = tuple(os.path.join("distlab", "rank", f"{m}.py") for m in ("shim", "ledger", "worker", "events", "tape", "profile", "trace", "health")) \
     + ("<frozen runpy>",)
 
 def is_machinery(where: str) -> bool:
@@ -94,6 +94,10 @@ def ranks_in(run_dir: str | Path) -> list[int]:
 
 # %% ../nbs/01_contract.ipynb #1ca5688c
 STEP_PHASE_FIELDS = ("step_s", "data_s", "compute_s", "comm_s", "comm_busy_s", "comm_bytes", "buckets")  # written by `distlab.rank.profile.StepProfiler`
+HEALTH_FIELDS = ("rss_bytes", "cpu_pct", "threads", "gpu", "gpu_util_pct", "gpu_mem_used_bytes", "gpu_mem_total_bytes",
+                 "gpu_temp_c", "gpu_power_w", "gpu_power_limit_w", "gpu_sm_clock_mhz", "gpu_throttle",
+                 "cuda_alloc_bytes", "cuda_peak_bytes")  # written by `distlab.rank.health` (GPU ones only on a GPU rank with NVML)
+HEALTH_ENV = "DISTLAB_HEALTH_EVERY_S"  # seconds between a rank's `health` samples (default 1; "0": no sampling)
 
 EVENT_FIELDS = {
     "hello": ("pid", "host", "local_rank", "world_size", "argv"),
@@ -103,6 +107,7 @@ EVENT_FIELDS = {
     "loop_done": ("steps",),
     "note": ("text",),
     "exit": ("status", "code", "error", "traceback"),
+    "health": HEALTH_FIELDS,
 }  # the fields a reader may find (required ones: `check_event`); producers may add more (e.g. `peer`, `group_ranks`)
 COMMON_FIELDS = ("ev", "rank", "t")
 

@@ -11,6 +11,14 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "chromium is missing: install it (apt-get install chromium) to run the browser test" >&2; exit 1
   fi
 fi
+# the exporter test scrapes with a real Prometheus server (Debian's package; never skipped)
+if ! command -v prometheus >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus) >/dev/null
+  else
+    echo "prometheus is missing: install it (apt-get install prometheus) to run the exporter test" >&2; exit 1
+  fi
+fi
 bash scripts/check_sync.sh
 echo "== module notebooks (nbdev-test, slow cells included)"
 .venv/bin/nbdev-test --flags slow

@@ -55,6 +55,13 @@ def test_scenario_lab_broken_then_fixed(jlab, browser):
         page.locator("button.widget-button", has_text="Run fixed").click()
         page.locator(".distlab-verdict", has_text="fix verified").first.wait_for(timeout=150_000)
         page.locator(".distlab-state", has_text="ok").first.wait_for(timeout=30_000)
+        # the live dashboard: one row per rank, with the health sampler's memory figure (it is in the screenshot)
+        dash = page.locator(".distlab-dashboard").first
+        dash.locator(".distlab-rank-row").nth(1).wait_for(timeout=30_000)
+        assert dash.locator(".distlab-rank-row").count() == 2, dash.inner_text()
+        wait_for(lambda: "MiB" in dash.inner_text(), 30, 0.2, "the ranks' memory in the dashboard")
+        dash.scroll_into_view_if_needed()
+        assert _shot(page, "lab-dashboard.png").stat().st_size > 10_000
         page.locator(".distlab-outcomes").scroll_into_view_if_needed()
         shot = _shot(page, "lab-broken-then-fixed.png")
         assert shot.stat().st_size > 10_000

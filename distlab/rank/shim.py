@@ -72,6 +72,8 @@ def run(argv: list[str]) -> int:
     ledger.install()
     try: trace.install_from_env()  # `--trace`: a torch.profiler window over the script's optimizer steps
     except ValueError as e: print(f"distlab: no trace: {e}", file=sys.stderr)
+    from distlab.rank import health
+    health.install_from_env()  # a `health` event every second: memory, CPU, and the rank's GPU through NVML
     shim_main = sys.modules.get("__main__")  # keep the shim's module alive while the script runs
     sys.argv = [target, *args]
     if is_module: sys.path[0] = os.getcwd()

@@ -10,6 +10,7 @@ import ipywidgets as W
 from ..rank.events import EventTail, LineTail, events_path
 from .plots import RunEvents, events_to_run, plot_progress, plot_timeline, fig_png, _run_meta
 from ..watch.analysis import rank_steps
+from .dashboard import Dashboard
 
 # %% auto #0
 __all__ = ['RunFeed', 'status_html', 'diagnosis_html', 'LogPane', 'RunMonitor', 'scenario_html', 'outcome_row', 'ScenarioLab']
@@ -145,12 +146,13 @@ class RunMonitor:
         self.panes: dict = {}
         self.tabs = W.Tab()
         self.diagnosis = W.HTML(diagnosis_html(None))
+        self.dashboard, self._last_dash = Dashboard(run, start=False), 0.0  # every rank's figures: refreshed by `update`
         self.progress_img, self.timeline_img = W.Image(format="png"), W.Image(format="png")
         self.perf_img = W.Image(format="png", layout=W.Layout(display="none"))  # shown once the run has profiled steps
         self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger")
         self.stop_button.on_click(lambda _: self.stop(block=False))
         plots = W.HBox([self.progress_img, self.timeline_img, self.perf_img], layout=W.Layout(flex_flow="row wrap"))  # drawn once events arrive
-        self.widget = W.VBox([W.HBox([self.status, self.stop_button]), self.diagnosis, plots, self.tabs])
+        self.widget = W.VBox([W.HBox([self.status, self.stop_button]), self.diagnosis, self.dashboard.widget, plots, self.tabs])
         self._thread = threading.Thread(target=self._loop, name=f"distlab-view-{run.run_id}", daemon=True)
         if start: self._thread.start()
 
@@ -182,6 +184,8 @@ class RunMonitor:
             diag = result.diagnosis if result is not None else (getattr(self.run, "diagnosis", None) or getattr(self.run, "advisory", None))
             new_diag = diagnosis_html(diag, status if result is not None else None)
             if new_diag != self.diagnosis.value: self.diagnosis.value = new_diag
+            if result is not None or now - self._last_dash >= self.dashboard.refresh_s:
+                self.dashboard.refresh(); self._last_dash = now
             n_events = sum(len(v) for v in self.feed.events.values())
             if n_events and (result is not None or now - self._last_plot >= self.plot_every_s) and n_events != self._plot_events:
                 self.redraw(snap, diag); self._last_plot, self._plot_events = now, n_events
