@@ -8,14 +8,17 @@ import shutil, time, warnings
 from pathlib import Path
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 # %% auto #0
 __all__ = ['METADATA', 'training_state_dict', 'save_sharded', 'is_complete', 'load_sharded', 'AsyncCheckpointer']
 
 # %% ../../nbs/32a_checkpoint_sharded.ipynb #1e6e26a9
 METADATA = ".metadata"  # DCP writes it last: its presence means the save finished
+
+def _dcp():
+    "torch.distributed.checkpoint, imported on first use: it costs 1.5-5 s, which a rank that never saves sharded should not pay."
+    import torch.distributed.checkpoint as dcp
+    return dcp
 
 def _quiet(fn, *a, **kw):
     with warnings.catch_warnings():  # outside a process group DCP warns that it assumes one process: that is the intent
@@ -24,13 +27,14 @@ def _quiet(fn, *a, **kw):
 
 def training_state_dict(model, optimizer) -> dict:
     "{model, optimizer} state dicts keyed by parameter names without DDP's `module.` (DCP's `get_state_dict`)."
+    from torch.distributed.checkpoint.state_dict import get_state_dict
     msd, osd = get_state_dict(model, optimizer)
     return {"model": msd, "optimizer": osd}
 
 def save_sharded(state: dict, path: str | Path, process_group=None) -> float:
     "Every rank writes its part of `state` under directory `path` (DCP); returns the seconds this rank was blocked."
     t0 = time.perf_counter()
-    _quiet(dcp.save, state, checkpoint_id=str(path), process_group=process_group)
+    _quiet(_dcp().save, state, checkpoint_id=str(path), process_group=process_group)
     return time.perf_counter() - t0
 
 def is_complete(path: str | Path) -> bool:
@@ -42,9 +46,10 @@ def load_sharded(model, optimizer, path: str | Path):
     if not is_complete(path): raise FileNotFoundError(f"{path} is not a finished DCP checkpoint (no {METADATA}): its save did not complete")
     if optimizer is None:
         state = {"model": model.state_dict()}
-        _quiet(dcp.load, state, checkpoint_id=str(path)); model.load_state_dict(state["model"]); return
+        _quiet(_dcp().load, state, checkpoint_id=str(path)); model.load_state_dict(state["model"]); return
     state = training_state_dict(model, optimizer)
-    _quiet(dcp.load, state, checkpoint_id=str(path))
+    _quiet(_dcp().load, state, checkpoint_id=str(path))
+    from torch.distributed.checkpoint.state_dict import set_state_dict
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
 
 # %% ../../nbs/32a_checkpoint_sharded.ipynb #b60ba571
@@ -62,7 +67,7 @@ class AsyncCheckpointer:
         wait_s = self.wait()
         t0 = time.perf_counter()
         path = self.root / f"step-{step:08d}"
-        self.pending = (step, path, _quiet(dcp.async_save, state, checkpoint_id=str(path), process_group=self.group), t0)
+        self.pending = (step, path, _quiet(_dcp().async_save, state, checkpoint_id=str(path), process_group=self.group), t0)
         rec = {"step": step, "wait_s": wait_s, "stage_s": time.perf_counter() - t0}
         self.timings.append(rec)
         return rec
