@@ -4,13 +4,14 @@
 
 # %% ../../nbs/32a_checkpoint_sharded.ipynb #788e4deb
 from __future__ import annotations
-import shutil, time, warnings
+import os, shutil, threading, time, warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import torch
 import torch.distributed as dist
 
 # %% auto #0
-__all__ = ['METADATA', 'training_state_dict', 'save_sharded', 'is_complete', 'load_sharded', 'AsyncCheckpointer']
+__all__ = ['METADATA', 'training_state_dict', 'save_sharded', 'is_complete', 'load_sharded', 'stage_to_host', 'AsyncCheckpointer']
 
 # %% ../../nbs/32a_checkpoint_sharded.ipynb #1e6e26a9
 METADATA = ".metadata"  # DCP writes it last: its presence means the save finished
@@ -53,6 +54,18 @@ def load_sharded(model, optimizer, path: str | Path):
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
 
 # %% ../../nbs/32a_checkpoint_sharded.ipynb #b60ba571
+def stage_to_host(state):
+    "A copy of `state` whose tensors live in host memory and share nothing with the originals (what a background writer may read)."
+    if isinstance(state, torch.Tensor): return state.detach().to("cpu", copy=True)
+    if isinstance(state, dict): return {k: stage_to_host(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)): return type(state)(stage_to_host(v) for v in state)
+    return state
+
+def _lower_priority():
+    "Run the calling thread at the lowest CPU priority (Linux: nice applies per thread), so the write yields to training."
+    try: os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (OSError, AttributeError): pass
+
 class AsyncCheckpointer:
     "DCP saves that return after staging the state to host memory; one in flight at a time, on a process group of their own, the last `keep` kept."
     def __init__(self, root: str | Path,  # one directory per save: root/step-00000042
@@ -61,13 +74,15 @@ class AsyncCheckpointer:
         self.root, self.keep, self.pending, self.timings = Path(root), keep, None, []
         # collective: every rank constructs its checkpointer at the same point of its program
         self.group = dist.new_group(backend="gloo") if dist.is_available() and dist.is_initialized() else None
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="distlab-ckpt", initializer=_lower_priority)
 
     def save(self, state: dict, step: int) -> dict:
         "Start saving `state` as step `step`; returns {wait_s (for the previous save), stage_s (copy to host)} once training may go on."
         wait_s = self.wait()
         t0 = time.perf_counter()
         path = self.root / f"step-{step:08d}"
-        self.pending = (step, path, _quiet(_dcp().async_save, state, checkpoint_id=str(path), process_group=self.group), t0)
+        staged = stage_to_host(state)  # training may change the originals as soon as we return
+        self.pending = (step, path, self.writer.submit(_quiet, _dcp().save, staged, checkpoint_id=str(path), process_group=self.group), t0)
         rec = {"step": step, "wait_s": wait_s, "stage_s": time.perf_counter() - t0}
         self.timings.append(rec)
         return rec
@@ -85,6 +100,10 @@ class AsyncCheckpointer:
     def _prune(self):
         done = sorted(p for p in self.root.glob("step-*") if is_complete(p))
         for p in done[:-self.keep]: shutil.rmtree(p, ignore_errors=True)
+
+    def close(self):
+        "Finish the save in flight and stop the writer thread."
+        self.wait(); self.writer.shutdown()
 
     def latest(self) -> Path | None:
         "The newest finished checkpoint directory, or None."
