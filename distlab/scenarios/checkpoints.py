@@ -638,10 +638,11 @@ register(Scenario(
     explanation="The single-file pattern (barrier, rank 0 serialises and writes the whole state, barrier) "
                 "makes every rank wait for one process's serialisation and I/O, and the wait grows with the "
                 "model. Sharded saves (`torch.distributed.checkpoint`) let every rank write its part in "
-                "parallel; asynchronous saves (`dcp.async_save`, wrapped by `AsyncCheckpointer`) copy the "
-                "state to host memory and return, and a background thread writes while training goes on. "
-                "The async save needs a process group of its own: on the default group its collectives run "
-                "in a background thread between DDP's all-reduces, and gloo deadlocks. The fixed run does the "
+                "parallel; asynchronous saves (`AsyncCheckpointer`, which does what `dcp.async_save` does) copy "
+                "the state to host memory and return, and a background thread at low CPU priority writes "
+                "while training goes on. The async save needs a process group of its own: `dcp.async_save` on "
+                "the default group runs its collectives in a background thread between DDP's all-reduces, and "
+                "gloo deadlocks. The fixed run does the "
                 "synchronous rank-0 save once after training, for comparison, and the check loads its 2-rank sharded "
                 "checkpoint on one process to show it is complete.",
     rank_fn=f"{_P}:slow_checkpoint", train={**_TRAIN, "model": {"in_dim": 256, "hidden": 1536, "layers": 2}, "data": {"samples": 8192, "batch_size": 128}},
