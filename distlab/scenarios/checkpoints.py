@@ -19,7 +19,7 @@ from ..train.data import SyntheticDataset
 from ..train.models import build_model
 from ..train.checkpoint import (CheckpointDir, atomic_save, safe_load, save_on_rank0, load_state_dict_repaired)
 from ..train.checkpoint_sharded import AsyncCheckpointer, load_sharded
-from ..train.resume import (ResumableSampler, PreemptionHandler, capture_training_state, restore_training_state, rng_state)
+from ..train.resume import (ResumableSampler, PreemptionHandler, PREEMPTED_EXIT_CODE, capture_training_state, restore_training_state, rng_state)
 from . import Scenario, Variant, Expect, Measured, register
 
 try: import numpy as np
@@ -382,8 +382,9 @@ def check_preemption_broken(result) -> Measured:
     "Broken: the rank died on SIGTERM; the restart went back to the last periodic checkpoint and trained those steps again."
     m = preemption_figures(result)
     if not m.figures["steps_redone"]: m.problems.append("no steps were lost")
-    if not any(r.get("signal") == "SIGTERM" or r.get("exitcode") == -15 for r in getattr(result, "restart_reasons", [])):
-        m.figures["restart_reasons"] = result.restart_reasons
+    reasons = result.restart_reasons or [{}]
+    m.figures["generation_0_ended"] = reasons[0].get("error")
+    if reasons[0].get("signal") != "SIGTERM": m.problems.append(f"generation 0 did not end by SIGTERM: {reasons[0]}")
     return m
 
 def check_preemption_fixed(result) -> Measured:
@@ -391,6 +392,9 @@ def check_preemption_fixed(result) -> Measured:
     m = preemption_figures(result)
     if m.figures["steps_redone"]: m.problems.append(f"{m.figures['steps_redone']} steps were redone")
     if "saved_on_sigterm_at_step" not in m.figures: m.problems.append("no rank reported a save on SIGTERM")
+    reasons = result.restart_reasons or [{}]
+    m.figures["generation_0_ended"] = reasons[0].get("error")
+    if reasons[0].get("exitcode") != PREEMPTED_EXIT_CODE: m.problems.append(f"generation 0 did not end with exit code {PREEMPTED_EXIT_CODE}: {reasons[0]}")
     return m
 
 # %% ../../nbs/48_checkpoints.ipynb #230c6556
