@@ -129,7 +129,7 @@ class CheckpointDir:
         for p in sorted(self.root.glob(f".*{TMP_MARK}*"), reverse=True):
             rep.skipped.append((p.name, "temporary file of a save that never finished"))
         for p in sorted(self.root.glob("step-*.pt"), reverse=True):
-            if p.name not in known: rep.skipped.append((p.name, "not in the manifest (its save did not finish)"))
+            if p.name not in known: rep.skipped.append((p.name, "not in the manifest (its save did not finish, or keep-last-K was deleting it)"))
         for e in reversed(self.entries()):
             why = self.verify(e)
             if why is None:
