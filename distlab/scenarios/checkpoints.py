@@ -443,7 +443,8 @@ def check_slow_broken(result) -> Measured:
     if min(others) < 0.5 * med[0]: m.problems.append(f"the other ranks did not wait for rank 0's write: {m.figures}")
     return m
 
-MAX_ASYNC_BLOCKED_SHARE = 0.5  # async save's blocked time against the synchronous rank-0 save of the same run
+MAX_ASYNC_BLOCKED_SHARE = 0.6  # async save's blocked time against the synchronous rank-0 save of the same run: measured
+# 0.29 and 0.37 on the shared 2-core machine (staging 22 MB to host memory, 32-49 ms, against a 80-195 ms save)
 
 def check_slow_fixed(result) -> Measured:
     "Fixed: each rank blocked for a fraction of the synchronous save, wrote its own shard, and the sharded checkpoint loads on one process with the final weights."
