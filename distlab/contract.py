@@ -12,7 +12,7 @@ __all__ = ['SCHEMA_VERSION', 'RUN_DIR_ENV', 'RUN_ID_ENV', 'BACKEND_ENV', 'RUNS_R
            'TRACE_ENV', 'RESTART_ENV', 'RUN_SUBDIRS', 'RUN_JSON', 'RESULT_JSON', 'RANK_MACHINERY', 'STEP_PHASE_FIELDS',
            'HEALTH_FIELDS', 'HEALTH_ENV', 'EVENT_FIELDS', 'COMMON_FIELDS', 'restart_generation', 'events_path',
            'tape_paths', 'tape_glob', 'heartbeat_path', 'stacks_path', 'log_path', 'trace_path', 'is_machinery',
-           'make_run_dir', 'bench_path', 'ranks_in', 'check_event']
+           'make_run_dir', 'checkpoints_path', 'bench_path', 'ranks_in', 'check_event']
 
 # %% ../nbs/01_contract.ipynb #04a02084
 SCHEMA_VERSION = 2  # 2: events carry `gen` (torchrun's restart generation); run.json says `schema`
@@ -76,6 +76,11 @@ def make_run_dir(path: str | Path) -> Path:
     path = Path(path)
     for sub in RUN_SUBDIRS: (path / sub).mkdir(parents=True, exist_ok=True)
     return path
+
+# %% ../nbs/01_contract.ipynb #f0023321
+def checkpoints_path(run_dir: str | Path) -> Path:
+    "Where a run's checkpoints go (`distlab.scenarios.checkpoints` writes there; a user's own loop picks its own directory)."
+    return Path(run_dir) / "checkpoints"
 
 # %% ../nbs/01_contract.ipynb #b3e1c7a2
 def bench_path(run_dir: str | Path, rank: int) -> Path:
