@@ -27,6 +27,8 @@ EXPECTED = {
     "ddp-unused-parameters": (None, {"parameters": ["aux.bias", "aux.weight"], "indices": [4, 5]}),
     "ddp-model-mismatch": (None, {"param_index": 0, "other_rank": 0}),
     "weights-only-load": (None, {"global": "__main__.TrainState"}),
+    "state-dict-keys": (0, {"missing": 6, "unexpected": 6, "prefix": "module."}),
+    "torn-checkpoint": (0, {}),
     "gloo-size-mismatch": (None, {"received_bytes": 1536, "expected_bytes": 1024}),
 }
 

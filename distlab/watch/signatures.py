@@ -409,9 +409,12 @@ register_signature(Signature(
     guides=("003", "004"), extract=_model_mismatch))
 
 # %% ../../nbs/27_signatures.ipynb #38275759
+_RUNS_CODE = re.compile(r"^(builtins\.(exec|eval|compile|__import__|getattr)|(os|posix|nt)\.\w*(system|exec|spawn|popen)\w*|subprocess\.\w+)$")
+
 def _weights_only(text: str) -> dict:
     m = _first(r"Unsupported global: GLOBAL ([\w.]+)", text)
-    return {"global": m.group(1)} if m else {}
+    if not m: return {}
+    return {"global": m.group(1), **({"runs_code": True} if _RUNS_CODE.match(m.group(1)) else {})}
 
 register_signature(Signature(
     id="weights-only-load", kind="checkpoint", title="torch.load refused a pickled object (weights_only)",
@@ -422,8 +425,44 @@ register_signature(Signature(
     fix="Save plain data: model.state_dict(), optimizer.state_dict(), numbers and strings (dataclasses.asdict(state), "
         "vars(args)). For a class you trust, allow it: torch.serialization.add_safe_globals([TheClass]), or load "
         "inside `with torch.serialization.safe_globals([TheClass]):`. weights_only=False only for files you "
-        "produced yourself.",
+        "produced yourself. Never allow a global that runs code (builtins.exec or eval, os.system, anything in "
+        "subprocess): a checkpoint that names one was made to attack whoever loads it; delete it.",
     extract=_weights_only))
+
+# %% ../../nbs/27_signatures.ipynb #f6df7186
+def _state_dict_keys(text: str) -> dict:
+    "How many keys were missing and unexpected, and the prefix that tells them apart (`module.` from DDP)."
+    keys = lambda rx: re.findall(r'"([^"]+)"', m.group(1)) if (m := _first(rx, text)) else []
+    missing, unexpected = keys(r"Missing key\(s\) in state_dict: (.*)"), keys(r"Unexpected key\(s\) in state_dict: (.*)")
+    prefixes = {u[: len(u) - len(k)] for u in unexpected for k in missing if u.endswith("." + k)}
+    out = {"missing": len(missing), "unexpected": len(unexpected)}
+    if len(prefixes) == 1: out["prefix"] = prefixes.pop()
+    return out
+
+register_signature(Signature(
+    id="state-dict-keys", kind="checkpoint", title="A checkpoint's keys do not match the model (load_state_dict)",
+    patterns=[r"Error\(s\) in loading state_dict for", r"Missing key\(s\) in state_dict:", r"Unexpected key\(s\) in state_dict:"],
+    cause="load_state_dict is strict: every key of the model must be in the file and every key of the file in the "
+          "model. The usual cause is a prefix: a model saved while wrapped in DistributedDataParallel has keys "
+          "`module.<name>` (torch.compile: `_orig_mod.<name>`), loaded into the plain model (or the other way round); "
+          "otherwise the file is from another version of the model.",
+    fix="Save the unwrapped model (ddp_model.module.state_dict()), or repair the keys on load: "
+        "distlab.train.checkpoint.load_state_dict_repaired(model, state) strips `module.` / `_orig_mod.` and reports "
+        "what it renamed and what is still missing or unexpected. Never pass strict=False to hide it: the missing "
+        "weights would stay at their random initial values.",
+    extract=_state_dict_keys))
+
+register_signature(Signature(
+    id="torn-checkpoint", kind="checkpoint", title="A checkpoint file is truncated or corrupt (torch.load)",
+    patterns=[r"PytorchStreamReader failed reading zip archive", r"failed finding central directory",
+              r"PytorchStreamReader failed reading file"],
+    cause="torch.save writes a zip archive whose directory comes last, so a file cut short (a process killed or a "
+          "disk full during the save, a copy still running) has no directory and cannot be read. Writing over the "
+          "only copy in place loses the previous checkpoint as well.",
+    fix="Save atomically: write a temporary file in the same directory, fsync it, rename it over the old name, fsync "
+        "the directory (distlab.train.checkpoint.atomic_save), keep the last K checkpoints with checksums and load the "
+        "newest that verifies (CheckpointDir). To recover now: load the previous checkpoint, if one was kept.",
+    extract=lambda text: {}))
 
 # %% ../../nbs/27_signatures.ipynb #7eabbf85
 def _gloo_sizes(text: str) -> dict:
