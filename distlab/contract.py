@@ -95,7 +95,7 @@ def ranks_in(run_dir: str | Path) -> list[int]:
 # %% ../nbs/01_contract.ipynb #1ca5688c
 STEP_PHASE_FIELDS = ("step_s", "data_s", "compute_s", "comm_s", "comm_busy_s", "comm_bytes", "buckets")  # written by `distlab.rank.profile.StepProfiler`
 MEMORY_FIELDS = ("step", "device", "peak_bytes", "current_bytes", "reserved_bytes", "baseline_bytes", "params_bytes",
-                 "grads_bytes", "optimizer_bytes", "activations_bytes", "budget_bytes")  # `memory` events: `distlab.rank.memory.MemoryMonitor`
+                 "grads_bytes", "optimizer_bytes", "other_bytes", "activations_bytes", "budget_bytes")  # `memory` events: `distlab.rank.memory.MemoryMonitor`
 
 EVENT_FIELDS = {
     "hello": ("pid", "host", "local_rank", "world_size", "argv"),

@@ -11,7 +11,7 @@ from .events import emit
 
 # %% auto #0
 __all__ = ['MIB', 'process_memory', 'reset_process_peak', 'tensor_bytes', 'params_bytes', 'grads_bytes', 'optimizer_bytes',
-           'MemoryReading', 'MemoryMonitor']
+           'MemoryReading', 'MemoryMonitor', 'apply_memory_limit', 'limit_device_memory']
 
 # %% ../../nbs/19b_memory.ipynb #50874d07
 MIB = 1 << 20
@@ -83,7 +83,8 @@ class MemoryReading:
     params_bytes: int
     grads_bytes: int
     optimizer_bytes: int
-    activations_bytes: int  # peak minus the rest: saved activations, temporaries, allocator slack
+    other_bytes: int  # held after the step but in none of the above: DDP's gradient buckets, communication buffers, caches
+    activations_bytes: int  # the step's peak above what the rank holds after it: activations and the step's temporaries
     budget_bytes: int | None = None  # this rank's memory budget, if it has one
 
     def to_event(self) -> dict: return asdict(self)
@@ -133,10 +134,11 @@ class MemoryMonitor:
         p = params_bytes(self.model) if self.model is not None else 0
         g = grads_bytes(self.model) if self.model is not None else 0
         o = optimizer_bytes(self.opt)
-        act = max(0, peak - self.baseline_bytes - p - g - o)
+        held = max(current, self.baseline_bytes + p + g + o)
         return MemoryReading(step=step, device=str(self.device), peak_bytes=peak, current_bytes=current, reserved_bytes=reserved,
                              baseline_bytes=self.baseline_bytes, params_bytes=p, grads_bytes=g, optimizer_bytes=o,
-                             activations_bytes=act, budget_bytes=self.budget_bytes)
+                             other_bytes=held - self.baseline_bytes - p - g - o, activations_bytes=max(0, peak - held),
+                             budget_bytes=self.budget_bytes)
 
     def step_done(self, step: int, **fields) -> MemoryReading:
         "Read step `step`'s peak (call it after `opt.step()`, before the next `zero_grad`), write its event, start the next step's peak."
@@ -150,3 +152,26 @@ class MemoryMonitor:
     def peak_bytes(self) -> int:
         "The highest step peak so far."
         return max((r.peak_bytes for r in self.readings), default=0)
+
+# %% ../../nbs/19b_memory.ipynb #a618f94a
+def apply_memory_limit(headroom_bytes: int) -> int:
+    "Cap this process's data segment (RLIMIT_DATA) at what it holds now plus `headroom_bytes`; returns the limit in bytes."
+    if headroom_bytes <= 0: raise ValueError(f"headroom_bytes={headroom_bytes}: use a positive number of bytes")
+    data = process_memory()["data_bytes"]
+    if not data: raise OSError("apply_memory_limit needs Linux (/proc/self/status) to know the data segment's size")
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = data + int(headroom_bytes)
+    if hard != resource.RLIM_INFINITY and limit > hard:
+        raise ValueError(f"headroom_bytes={headroom_bytes}: the limit {limit} would pass the hard RLIMIT_DATA {hard}; use less headroom")
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    return limit
+
+def limit_device_memory(budget_bytes: int, device=None) -> float:
+    "Make the CUDA caching allocator refuse past `budget_bytes` on `device` (a per-process fraction of the GPU); returns the fraction."
+    if not torch.cuda.is_available(): raise RuntimeError("limit_device_memory needs a CUDA GPU; on CPU ranks use apply_memory_limit")
+    dev = _device(device or "cuda")
+    total = torch.cuda.get_device_properties(dev).total_memory
+    if not 0 < budget_bytes <= total: raise ValueError(f"budget_bytes={budget_bytes}: use 1 to {total} (the device's memory)")
+    frac = budget_bytes / total
+    torch.cuda.set_per_process_memory_fraction(frac, dev)
+    return frac
