@@ -182,18 +182,21 @@ class RankBudget:
     peak_bytes: int  # the highest step peak measured (the budget itself when the rank ran out)
     oom: str | None  # the allocation error, if the rank ran out during the check
     reading: dict | None  # the breakdown at the peak step (`MemoryReading` fields)
+    baseline_bytes: int = 0  # held before the model existed (CPU: Python, torch, the process group); not the model's to use
 
     @property
     def fits(self) -> bool: return self.oom is None and self.peak_bytes <= self.budget_bytes
 
     @property
-    def use(self) -> float: return self.peak_bytes / self.budget_bytes
+    def use(self) -> float:
+        "Share of the budget's room used: (peak - baseline) / (budget - baseline)."
+        return (self.peak_bytes - self.baseline_bytes) / max(self.budget_bytes - self.baseline_bytes, 1)
 
 @dataclass
 class BudgetReport:
     "Every rank's peak against its budget, who fails first and what to change."
     ranks: list[RankBudget]
-    margin: float  # the headroom asked for: peak must stay under budget x (1 - margin)
+    margin: float  # the headroom asked for: each rank may use at most (1 - margin) of its room above its baseline
     steps: int
 
     @property
@@ -249,7 +252,7 @@ def check_memory_budget(make_step,  # () -> (step_fn, model, optimizer): a fresh
         oom = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
     top = max(mem.readings, key=lambda r: r.peak_bytes, default=None)
     mine = RankBudget(rank=rank, budget_bytes=budget_bytes, peak_bytes=budget_bytes if oom else (top.peak_bytes if top else 0),
-                      oom=oom, reading=top.to_event() if top else None)
+                      oom=oom, reading=top.to_event() if top else None, baseline_bytes=mem.baseline_bytes)
     del step_fn, model, opt, mem
     free_after_oom()
     report = BudgetReport(ranks=sorted((RankBudget(**r) for r in _gather(mine.__dict__, group)), key=lambda r: r.rank),
