@@ -19,7 +19,7 @@ from . import Scenario, Variant, Expect, Measured, register
 
 # %% auto #0
 __all__ = ['PLAN_MARGIN', 'MIN_LEAK_MIB_PER_STEP', 'MAX_FLAT_MIB_PER_STEP', 'OOM_MODEL', 'OOM_BUDGET_MIB', 'UNEVEN_BUDGETS_MIB',
-           'FieldsMLP', 'build_fields_mlp', 'batch_for', 'rank_device', 'rank_budget', 'train_with_budget',
+           'FieldsMLP', 'build_fields_mlp', 'batch_for', 'rank_device', 'rank_budget', 'warm_up', 'train_with_budget',
            'memory_events', 'rank_peaks', 'peak_figures', 'check_oom_broken', 'check_oom_accumulation',
            'check_oom_checkpoint', 'check_oom_bf16', 'check_oom_fsdp', 'plan_micro_batch', 'check_uneven_broken',
            'check_uneven_fixed', 'keep_probe_scores', 'check_leak_broken', 'check_leak_fixed']
@@ -74,6 +74,16 @@ def rank_budget(ctx: RankContext, device: torch.device) -> int | None:
     apply_memory_limit(int(mib * MIB))  # headroom over what the rank holds now (Python, torch, the process group)
     return None  # filled in by the caller: baseline + headroom, in resident-memory terms
 
+def warm_up(p: dict, device: torch.device):
+    "One step of a tiny copy of the model under DDP, so torch's code pages and the process group's buffers are in the baseline."
+    tiny = {**p, "vocab": 16, "batch": 64}
+    model = DDP(build_fields_mlp(tiny).to(device))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = batch_for(tiny, 0, 0, device=device)
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    del model, opt
+
 def _vm_kib(key: str) -> int:
     "A `Vm*` figure of /proc/self/status in KiB (0 where there is none)."
     try:
@@ -93,6 +103,7 @@ def train_with_budget(ctx: RankContext):
     "Train the fields model under this rank's budget, with the variant's remedies: `micro_batch`, `checkpoint`, `bf16`, `fsdp`."
     ctx.init()
     p, device = ctx.params, rank_device(ctx)
+    warm_up(p, device)
     budget = rank_budget(ctx, device)
     mem = MemoryMonitor(device)  # the baseline is what the rank holds before the model exists
     data0 = _vm_kib("VmData")  # what RLIMIT_DATA counts: data growth at the step's end + the step's transient ~ the headroom it needs
@@ -305,9 +316,12 @@ def check_leak_fixed(result) -> Measured:
 
 # %% ../../nbs/46_memory.ipynb #fd6c3115
 _P = "distlab.scenarios.memory"
-OOM_MODEL = {"fields": 4, "vocab": 8192, "width": 64, "blocks": 6, "batch": 24576}
-OOM_BUDGET_MIB = 260  # headroom over the rank after init: sized from measured runs (see the markdown below)
-UNEVEN_BUDGETS_MIB = [280, 240]  # rank 0 (the 12 GB card) and rank 1 (the 8 GB one)
+OOM_MODEL = {"fields": 4, "vocab": 24576, "width": 64, "blocks": 8, "batch": 32768}
+OOM_BUDGET_MIB = 176  # headroom over the rank after its warm-up step. Sized from measured runs of each variant (data
+# segment growth at the step's end + the step's transient; a smaller model, vocab 8192 and batch 24576, needed: whole
+# batch 93 MiB, accumulation 52, checkpointing 74, FSDP 82; this one adds 16 MiB of parameters (x5 under DDP + Adam,
+# x2.5 under FSDP) and a third more activations)
+UNEVEN_BUDGETS_MIB = [230, 176]  # rank 0 (the 12 GB card) and rank 1 (the 8 GB one)
 
 # %% ../../nbs/46_memory.ipynb #2192385e
 _ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}  # glibc: each tensor over 128 KiB gets its own mapping, returned when freed
