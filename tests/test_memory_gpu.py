@@ -15,14 +15,15 @@ P = "distlab.scenarios.memory"
 
 def _run(tmp_path, name, params, nproc, backend):
     from distlab.scenarios.memory import OOM_MODEL
-    spec = worker_spec("oom", name, f"{P}:train_with_budget", {**OOM_MODEL, "steps": 2, "device": "cuda", **params}, TrainConfig().to_dict())
+    spec = worker_spec("oom", name, f"{P}:train_with_budget", {**OOM_MODEL, "vocab": 2048, "steps": 2, "device": "cuda", **params},  # ~80 MiB a step on the GPU
+                       TrainConfig().to_dict())
     return launch("distlab.rank.worker", [spec], module=True, nproc=nproc, backend=backend, name=name,
                   runs_root=tmp_path, env={FAST_EXIT_ENV: "1"}, timeout_s=180).wait()
 
 
 @pytest.mark.timeout(300)
 def test_real_cuda_oom_is_diagnosed(tmp_path):
-    res = _run(tmp_path, "cuda-oom", {"budget_mib": 48}, nproc=1, backend="nccl")  # the step needs ~90 MiB on the GPU
+    res = _run(tmp_path, "cuda-oom", {"budget_mib": 48}, nproc=1, backend="nccl")  # the whole batch needs ~80 MiB on the GPU
     assert res.status == "failed" and res.diagnosis is not None and res.diagnosis.kind == "rank-died"
     assert "OutOfMemoryError" in (res.failure or {}).get("traceback", ""), res.failure
     assert "CUDA out of memory" in res.diagnosis.text(), res.diagnosis.text()  # the cuda-oom signature names it

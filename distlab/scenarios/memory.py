@@ -19,10 +19,10 @@ from . import Scenario, Variant, Expect, Measured, register
 
 # %% auto #0
 __all__ = ['PLAN_MARGIN', 'MIN_LEAK_MIB_PER_STEP', 'MAX_FLAT_MIB_PER_STEP', 'OOM_MODEL', 'OOM_BUDGET_MIB', 'UNEVEN_BUDGETS_MIB',
-           'FieldsMLP', 'build_fields_mlp', 'batch_for', 'rank_device', 'rank_budget', 'warm_up', 'train_with_budget',
-           'memory_events', 'rank_peaks', 'peak_figures', 'check_oom_broken', 'check_oom_accumulation',
-           'check_oom_checkpoint', 'check_oom_bf16', 'check_oom_fsdp', 'plan_micro_batch', 'check_uneven_broken',
-           'check_uneven_fixed', 'keep_probe_scores', 'check_leak_broken', 'check_leak_fixed']
+           'FieldsMLP', 'build_fields_mlp', 'batch_for', 'rank_device', 'budget_mib', 'rank_budget', 'warm_up',
+           'train_with_budget', 'memory_events', 'rank_peaks', 'peak_figures', 'check_oom_broken',
+           'check_oom_accumulation', 'check_oom_checkpoint', 'check_oom_bf16', 'check_oom_fsdp', 'plan_micro_batch',
+           'check_uneven_broken', 'check_uneven_fixed', 'keep_probe_scores', 'check_leak_broken', 'check_leak_fixed']
 
 # %% ../../nbs/46_memory.ipynb #f100f726
 class FieldsMLP(nn.Module):
@@ -62,10 +62,14 @@ def rank_device(ctx: RankContext) -> torch.device:
         return torch.device("cuda", ctx.local_rank % torch.cuda.device_count())
     return torch.device("cpu")
 
+def budget_mib(ctx: RankContext) -> float | None:
+    "This rank's budget in MiB: `budgets_mib[rank]` (ranks with different budgets), else `budget_mib`, else None."
+    p = ctx.params
+    return p["budgets_mib"][ctx.rank % len(p["budgets_mib"])] if p.get("budgets_mib") else p.get("budget_mib")
+
 def rank_budget(ctx: RankContext, device: torch.device) -> int | None:
     "Apply this rank's memory budget (`budget_mib`, or `budgets_mib[rank]`); returns it in bytes as `MemoryMonitor` counts."
-    p = ctx.params
-    mib = p["budgets_mib"][ctx.rank % len(p["budgets_mib"])] if p.get("budgets_mib") else p.get("budget_mib")
+    mib = budget_mib(ctx)
     if mib is None: return None
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -107,7 +111,8 @@ def train_with_budget(ctx: RankContext):
     budget = rank_budget(ctx, device)
     mem = MemoryMonitor(device)  # the baseline is what the rank holds before the model exists
     data0 = _vm_kib("VmData")  # what RLIMIT_DATA counts: data growth at the step's end + the step's transient ~ the headroom it needs
-    mem.budget_bytes = budget if budget is not None else (mem.baseline_bytes + int(p["budget_mib"] * MIB) if p.get("budget_mib") else None)
+    mib = budget_mib(ctx)
+    mem.budget_bytes = budget if budget is not None else (mem.baseline_bytes + int(mib * MIB) if mib else None)
     micro = p.get("micro_batch") or p["batch"]
     if ctx.rank in p.get("plan_ranks", ()):  # the 5-step test decides this rank's micro-batch (uneven-memory, fixed)
         micro = plan_micro_batch(ctx, p, device, mem.budget_bytes)
