@@ -5,7 +5,7 @@
 # %% ../../nbs/53_memory_plots.ipynb #192f0222
 from __future__ import annotations
 from pathlib import Path
-import matplotlib
+import matplotlib.ticker
 from matplotlib.figure import Figure
 from ..rank.events import read_events, event_ranks
 
@@ -52,7 +52,7 @@ def plot_memory(run: str | Path | dict,  # a run directory, or {rank: memory eve
         ax.plot([i - 0.35, i + 0.35], [top["peak_bytes"] / MIB] * 2, color="black", lw=2)
         if top.get("budget_bytes"):
             ax.plot([i - 0.4, i + 0.4], [top["budget_bytes"] / MIB] * 2, color="#cf222e", ls="--", lw=2)
-            ax.annotate(f"budget {top['budget_bytes'] / MIB:.0f}", (i + 0.4, top["budget_bytes"] / MIB), fontsize=7, color="#cf222e", va="bottom", ha="right")
+            ax.annotate(f"budget\n{top['budget_bytes'] / MIB:.0f}", (i + 0.42, top["budget_bytes"] / MIB), fontsize=7, color="#cf222e", va="center", ha="left")
         ax.annotate(f"peak {top['peak_bytes'] / MIB:.0f} MiB\n(step {top['step']})", (i, top["peak_bytes"] / MIB), fontsize=7, ha="center", va="bottom",
                     xytext=(0, 3), textcoords="offset points")
         steps = [e["step"] for e in evs]
@@ -62,9 +62,11 @@ def plot_memory(run: str | Path | dict,  # a run directory, or {rank: memory eve
     seen = {}
     for h, l in zip(*ax.get_legend_handles_labels()): seen.setdefault(l, h)
     ax.legend(seen.values(), seen.keys(), fontsize=7, loc="lower left")
+    ax.set_xlim(-0.6, len(ranks) - 0.1)
     ax.set_xticks(range(len(ranks)), [f"rank {r}" + (" (culprit)" if r in culprits else "") for r in ranks])
     ax.set_ylabel("MiB"); ax.set_title("at each rank's peak step", fontsize=9)
     ax.margins(y=0.15)
+    ax2.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax2.set_xlabel("step"); ax2.set_ylabel("MiB"); ax2.set_title("peak per step (solid), left after the step (dotted)", fontsize=9)
     if ax2.lines: ax2.legend(fontsize=7, loc="best")
     fig.suptitle(title or "memory per rank")
