@@ -10,9 +10,9 @@ from pathlib import Path
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'RUN_DIR_ENV', 'RUN_ID_ENV', 'BACKEND_ENV', 'RUNS_ROOT_ENV', 'FAST_EXIT_ENV', 'DDP_BUCKETS_ENV',
            'TRACE_ENV', 'RESTART_ENV', 'RUN_SUBDIRS', 'RUN_JSON', 'RESULT_JSON', 'RANK_MACHINERY', 'STEP_PHASE_FIELDS',
-           'HEALTH_FIELDS', 'HEALTH_ENV', 'EVENT_FIELDS', 'COMMON_FIELDS', 'restart_generation', 'events_path',
-           'tape_paths', 'tape_glob', 'heartbeat_path', 'stacks_path', 'log_path', 'trace_path', 'is_machinery',
-           'make_run_dir', 'checkpoints_path', 'bench_path', 'ranks_in', 'check_event']
+           'HEALTH_FIELDS', 'HEALTH_ENV', 'MEMORY_FIELDS', 'EVENT_FIELDS', 'COMMON_FIELDS', 'restart_generation',
+           'events_path', 'tape_paths', 'tape_glob', 'heartbeat_path', 'stacks_path', 'log_path', 'trace_path',
+           'is_machinery', 'make_run_dir', 'checkpoints_path', 'bench_path', 'ranks_in', 'check_event']
 
 # %% ../nbs/01_contract.ipynb #04a02084
 SCHEMA_VERSION = 2  # 2: events carry `gen` (torchrun's restart generation); run.json says `schema`
@@ -103,6 +103,8 @@ HEALTH_FIELDS = ("rss_bytes", "cpu_pct", "threads", "gpu", "gpu_util_pct", "gpu_
                  "gpu_temp_c", "gpu_power_w", "gpu_power_limit_w", "gpu_sm_clock_mhz", "gpu_throttle",
                  "cuda_alloc_bytes", "cuda_peak_bytes")  # written by `distlab.rank.health` (GPU ones only on a GPU rank with NVML)
 HEALTH_ENV = "DISTLAB_HEALTH_EVERY_S"  # seconds between a rank's `health` samples (default 1; "0": no sampling)
+MEMORY_FIELDS = ("step", "device", "peak_bytes", "current_bytes", "reserved_bytes", "baseline_bytes", "params_bytes",
+                 "grads_bytes", "optimizer_bytes", "other_bytes", "activations_bytes", "budget_bytes")  # `memory` events: `distlab.rank.memory.MemoryMonitor`
 
 EVENT_FIELDS = {
     "hello": ("pid", "host", "local_rank", "world_size", "argv"),
@@ -110,6 +112,7 @@ EVENT_FIELDS = {
     "coll": ("state", "seq", "group", "op", "shapes", "dtype", "site", "file", "func", "code", "dur_s", "error"),
     "step": ("step", "loss", "samples", *STEP_PHASE_FIELDS),
     "loop_done": ("steps",),
+    "memory": MEMORY_FIELDS,
     "note": ("text",),
     "exit": ("status", "code", "error", "traceback"),
     "health": HEALTH_FIELDS,
@@ -122,6 +125,6 @@ def check_event(ev: dict) -> list[str]:
     kind = ev.get("ev")
     if kind is not None and kind not in EVENT_FIELDS: problems.append(f"unknown event kind {kind!r}")
     required = {"coll": ("state", "seq", "group", "op"), "step": ("step",), "exit": ("status",),
-                "init": ("state",), "loop_done": ("steps",)}.get(kind, ())
+                "init": ("state",), "loop_done": ("steps",), "memory": ("step", "peak_bytes")}.get(kind, ())
     problems += [f"{kind} without {k!r}" for k in required if k not in ev]
     return problems

@@ -408,7 +408,7 @@ def save_run_figures(run_dir: str | Path,  # a run directory
                      out_dir: str | Path,  # where to write the PNG files (created)
                      prefix: str | None = None,  # file name prefix (default: the run directory's name)
                     ) -> list[Path]:
-    "Write the progress and timeline figures of `run_dir` (and its performance figures, when it has profiled steps) as PNG files; return their paths."
+    "Write the progress and timeline figures of `run_dir` (and its performance and memory figures, when it recorded them) as PNG files; return their paths."
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     prefix = prefix or run_dir.name
@@ -418,6 +418,9 @@ def save_run_figures(run_dir: str | Path,  # a run directory
     from distlab.ui.perf_plots import perf_figures  # steps, comm, buckets: only where the run recorded them
     if any("step_s" in e for evs in run.by_rank.values() for e in evs if e.get("ev") == "step"):
         figs |= perf_figures(run_dir, culprits=culprits)
+    if any(e.get("ev") == "memory" for evs in run.by_rank.values() for e in evs):  # per-rank memory, where MemoryMonitor recorded it
+        from distlab.ui.memory_plots import plot_memory
+        figs["memory"] = plot_memory(run_dir, culprits=culprits)
     paths = []
     for name, fig in figs.items():
         p = out_dir / f"{prefix}-{name}.png"

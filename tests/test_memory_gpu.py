@@ -1,0 +1,46 @@
+"""The memory family's GPU path: a real torch.cuda.OutOfMemoryError, and one GPU shared by two gloo ranks as a 12 + 8 cluster.
+
+Marked `gpu` (skipped where torch.cuda.is_available() is False). The rank code is the family's own
+(`distlab.scenarios.memory`), run through the launcher with `device="cuda"` and budgets in MiB of GPU memory.
+"""
+import pytest
+from distlab.config import TrainConfig
+from distlab.contract import FAST_EXIT_ENV
+from distlab.rank.worker import worker_spec
+from distlab.run.launch import launch
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+P = "distlab.scenarios.memory"
+
+
+def _run(tmp_path, name, params, nproc, backend):
+    from distlab.scenarios.memory import OOM_MODEL
+    spec = worker_spec("oom", name, f"{P}:train_with_budget", {**OOM_MODEL, "vocab": 2048, "steps": 2, "device": "cuda", **params},  # ~80 MiB a step on the GPU
+                       TrainConfig().to_dict())
+    return launch("distlab.rank.worker", [spec], module=True, nproc=nproc, backend=backend, name=name,
+                  runs_root=tmp_path, env={FAST_EXIT_ENV: "1"}, timeout_s=180).wait()
+
+
+@pytest.mark.timeout(300)
+def test_real_cuda_oom_is_diagnosed(tmp_path):
+    res = _run(tmp_path, "cuda-oom", {"budget_mib": 48}, nproc=1, backend="nccl")  # the whole batch needs ~80 MiB on the GPU
+    assert res.status == "failed" and res.diagnosis is not None and res.diagnosis.kind == "rank-died"
+    assert "OutOfMemoryError" in (res.failure or {}).get("traceback", ""), res.failure
+    assert "CUDA out of memory" in res.diagnosis.text(), res.diagnosis.text()  # the cuda-oom signature names it
+
+
+@pytest.mark.timeout(300)
+def test_fixed_variant_fits_the_same_gpu_budget(tmp_path):
+    from distlab.scenarios.memory import OOM_MODEL, rank_peaks
+    res = _run(tmp_path, "cuda-accumulate", {"budget_mib": 48, "micro_batch": OOM_MODEL["batch"] // 8}, nproc=1, backend="nccl")
+    assert res.status == "ok", res.failure
+    peak = rank_peaks(res.run_dir)[0]
+    assert peak["peak_bytes"] <= peak["budget_bytes"], peak
+
+
+@pytest.mark.timeout(300)
+def test_one_gpu_as_a_12_and_8_cluster(tmp_path):
+    # two gloo ranks on one GPU, each capped with set_per_process_memory_fraction: rank 1 gets the small "card"
+    res = _run(tmp_path, "cuda-uneven", {"budgets_mib": [400, 48]}, nproc=2, backend="gloo")
+    assert res.status == "failed" and res.diagnosis is not None and res.diagnosis.kind == "rank-died"
+    assert list(res.diagnosis.culprit_ranks) == [1], res.diagnosis.text()
