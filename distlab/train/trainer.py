@@ -5,6 +5,7 @@
 # %% ../../nbs/07_trainer.ipynb #8b9b4a08
 from __future__ import annotations
 import contextlib, random, time
+from dataclasses import replace
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -72,7 +73,8 @@ class Trainer:
                  device: torch.device | None = None,  # default: this rank's GPU on nccl, else the CPU
                  num_workers: int = 0, lr: float | None = None,  # overrides cfg.lr
                  on_step=None,  # on_step(trainer, record: dict) after each optimizer step
-                 record_samples: bool = False):  # keep the sample indices each epoch read (`samples_seen`)
+                 record_samples: bool = False,  # keep the sample indices each epoch read (`samples_seen`)
+                 emit_events: bool = True):  # write `step` and `loop_done` events (False: a side run, e.g. a reference)
         self.cfg = cfg or TrainerConfig()
         if not dist.is_initialized(): raise RuntimeError("call torch.distributed.init_process_group (or ctx.init()) before building a trainer")
         self.rank, self.world_size, self.backend = dist.get_rank(), dist.get_world_size(), dist.get_backend()
@@ -81,6 +83,7 @@ class Trainer:
         self.batch_size, self.epochs, self.max_steps, self.num_workers = batch_size, epochs, max_steps, num_workers
         self.lr = lr or self.cfg.lr or 0.05
         self.loss_fn, self.on_step, self.record_samples = loss_fn or nn.functional.cross_entropy, on_step, record_samples
+        self.emit_events = emit_events
         self.step, self.epoch, self.position, self.samples_seen, self.records = 0, 0, 0, {}, []
         seed_everything(self.cfg.seed)
         self.dataset, self.sampler = dataset, self.build_sampler(dataset)
@@ -117,7 +120,7 @@ class Trainer:
 
     def build_profiler(self) -> StepProfiler:
         "A StepProfiler without DDP bucket timing (DDPTrainer times its buckets)."
-        return StepProfiler(None)
+        return StepProfiler(None, emit_events=self.emit_events)
 
     def apply_checkpointing(self, model: nn.Module) -> None:
         "Recompute each block's activations in backward (composable `checkpoint`, which DDP and FSDP2 both accept)."
@@ -195,12 +198,11 @@ class Trainer:
         return True
 
     def fit(self) -> list[dict]:
-        "Train until `epochs` or `max_steps`; writes `step` events and `loop_done`; stops the profiler's writer in any case."
+        "Train until `epochs` or `max_steps`; writes `step` events, and `loop_done` when the loop ends; stops the profiler's writer in any case."
         try:
             while self.epoch < self.epochs and self.train_epoch(): pass
-        finally:
-            self.profiler.close()
-            emit("loop_done", steps=self.step)
+        finally: self.profiler.close()
+        if self.emit_events: emit("loop_done", steps=self.step)
         return self.records
 
     # -- resume
@@ -232,9 +234,10 @@ class DDPTrainer(Trainer):
     def build_profiler(self) -> StepProfiler:
         "Times every DDP bucket (running the configured comm hook inside the recorder), or only the phases when `profile` is off."
         hook, state = comm_hook(self.cfg.comm_hook, self.backend)
-        if self.cfg.profile: return StepProfiler(self.model, hook=hook, hook_state=state(self.model.process_group) if hook else None)
+        if self.cfg.profile:
+            return StepProfiler(self.model, hook=hook, hook_state=state(self.model.process_group) if hook else None, emit_events=self.emit_events)
         if hook: self.model.register_comm_hook(state(self.model.process_group), hook)
-        return StepProfiler(None)
+        return StepProfiler(None, emit_events=self.emit_events)
 
     def sync_context(self, last: bool):
         return self.model.no_sync() if (self.cfg.no_sync and not last) else contextlib.nullcontext()
@@ -242,15 +245,17 @@ class DDPTrainer(Trainer):
 # %% ../../nbs/07_trainer.ipynb #a2ea9f90
 def trainer_from_context(ctx, trainer_cls=DDPTrainer,  # a RankContext (distlab.rank.worker)
                          model: nn.Module | None = None, dataset: Dataset | None = None,  # default: from ctx.cfg
+                         trainer_cfg: TrainerConfig | None = None,  # default: ctx.cfg.trainer
                          **kw) -> Trainer:  # more Trainer arguments (on_step, loss_fn, record_samples, ...)
-    "A trainer for a scenario's rank: initialises the process group, builds the model and data from `ctx.cfg`, reads `ctx.cfg.trainer`."
+    "A trainer for a scenario's rank: initialises the process group, builds model and data from `ctx.cfg`; the variant's `params['trainer']` switches override the TrainerConfig."
     if not dist.is_initialized(): ctx.init()
     cfg: TrainConfig = ctx.cfg
+    tc = replace(trainer_cfg or cfg.trainer, **ctx.params.get("trainer", {}))
     from distlab.train.models import build_model
     from distlab.train.data import SyntheticDataset
-    model = model if model is not None else build_model(cfg.model, seed=cfg.trainer.seed)
+    model = model if model is not None else build_model(cfg.model, seed=tc.seed)
     dataset = dataset if dataset is not None else SyntheticDataset(cfg.data.samples, cfg.model, cfg.data.seed)
     if cfg.step_sleep_s and "on_step" not in kw: kw["on_step"] = lambda t, r: time.sleep(cfg.step_sleep_s)
     kw = {"batch_size": cfg.data.batch_size, "epochs": cfg.epochs, "max_steps": cfg.max_steps, "num_workers": cfg.data.num_workers,
-          "lr": cfg.trainer.lr or cfg.lr, "device": ctx.device, **kw}
-    return trainer_cls(model, dataset, cfg.trainer, **kw)
+          "lr": tc.lr or cfg.lr, "device": ctx.device, **kw}
+    return trainer_cls(model, dataset, tc, **kw)
