@@ -11,15 +11,15 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler, SequentialSampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler, Sampler, SequentialSampler
 
 from ..config import TrainerConfig, TrainConfig
 from ..rank.events import emit
 from ..rank.profile import StepProfiler
 
 # %% auto #0
-__all__ = ['seed_everything', 'rng_state', 'set_rng_state', 'model_blocks', 'warmup_factor', 'comm_hook', 'Trainer', 'DDPTrainer',
-           'trainer_from_context']
+__all__ = ['seed_everything', 'rng_state', 'set_rng_state', 'model_blocks', 'warmup_factor', 'comm_hook', 'RecordingSampler',
+           'Trainer', 'DDPTrainer', 'trainer_from_context']
 
 # %% ../../nbs/07_trainer.ipynb #4c527c5e
 def seed_everything(seed: int) -> None:
@@ -62,6 +62,13 @@ def comm_hook(name: str | None, backend: str):
     return hook, lambda pg: pg
 
 # %% ../../nbs/07_trainer.ipynb #f47b89f8
+class RecordingSampler(Sampler):
+    "`sampler`'s indices, each also appended to `seen` as the DataLoader takes it (in the loop's process, workers or not)."
+    def __init__(self, sampler, seen: list): self.sampler, self.seen = sampler, seen
+    def __iter__(self):
+        for i in self.sampler: self.seen.append(int(i)); yield i
+    def __len__(self): return len(self.sampler)
+
 class Trainer:
     "A data-parallel training loop driven by a `TrainerConfig`; subclasses wrap the model."
     def __init__(self, model: nn.Module,  # the plain model (same weights on every rank: build it from one seed)
@@ -107,8 +114,9 @@ class Trainer:
         return RandomSampler(dataset, generator=torch.Generator().manual_seed(self.cfg.seed))  # MISTAKE when used here: every rank the same order
 
     def build_loader(self) -> DataLoader:
-        "The loader over this rank's sampler; micro-batches of `batch_size`, the tail dropped."
-        return DataLoader(self.dataset, batch_size=self.batch_size, sampler=self.sampler, num_workers=self.num_workers,
+        "The loader over this rank's sampler (recording the indices it hands out when `record_samples`); the tail dropped."
+        sampler = RecordingSampler(self.sampler, self.samples_seen.setdefault(self.epoch, [])) if self.record_samples else self.sampler
+        return DataLoader(self.dataset, batch_size=self.batch_size, sampler=sampler, num_workers=self.num_workers,
                           drop_last=True, pin_memory=self.device.type == "cuda")
 
     def wrap_model(self, model: nn.Module) -> nn.Module: raise NotImplementedError
@@ -186,7 +194,6 @@ class Trainer:
     def train_epoch(self) -> bool:
         "Train one epoch (from `position`); False when `max_steps` ended it."
         if self.cfg.set_epoch and hasattr(self.sampler, "set_epoch"): self.sampler.set_epoch(self.epoch)
-        if self.record_samples: self.samples_seen[self.epoch] = list(iter(self.sampler))
         for group in self.micro_batch_groups(self.build_loader()):
             rec = self.train_step(group)
             self.profiler.step_done(**rec)

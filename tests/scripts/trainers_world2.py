@@ -16,7 +16,7 @@ for cls in (DDPTrainer, FSDPTrainer):
     t = cls(build_model(mcfg), ds, cfg, batch_size=8, max_steps=6, lr=0.2)
     out[cls.__name__] = {"losses": [r["loss"] for r in t.fit()],
                          "local_numel": sum(getattr(p, "to_local", lambda: p)().numel() for p in t.model.parameters()),
-                         "optimizer_numel": sum(v.numel() for s in t.optimizer.state.values() for v in s.values()
+                         "optimizer_numel": sum(getattr(v, "to_local", lambda: v)().numel() for s in t.optimizer.state.values() for v in s.values()
                                                 if torch.is_tensor(v) and v.dim() > 0)}
 # a resume at world 2: stop after 3 steps, load into a fresh trainer, finish; same losses as straight through
 first = DDPTrainer(build_model(mcfg), ds, cfg, batch_size=8, max_steps=3, lr=0.2); first.fit()
