@@ -1,6 +1,6 @@
 """DDPTrainer throughput against a minimal hand-written DDP loop on the same model and data (target >= 0.97x).
 
-    python benchmarks/trainer_throughput.py [--blocks 8] [--steps 40] [--width 256] [--batch 64] [--json]
+    python benchmarks/trainer_throughput.py [--blocks 10] [--steps 100] [--nproc 2] [--width 256] [--batch 64] [--json]
 
 Starts `torchrun --nproc-per-node 2` (gloo) on this file with `--worker`. Each rank builds one DDP model for the hand
 loop and one DDPTrainer, both from the same weights and on the same dataset, and times them in alternating blocks
@@ -15,10 +15,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def args(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--blocks", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--blocks", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--worker", action="store_true")
     return ap.parse_args(argv)
@@ -76,7 +77,7 @@ def worker(a):
 def measure(argv: list[str] | None = None) -> dict:
     "Run the benchmark under torchrun and return rank 0's JSON."
     a = args(argv)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", __file__, "--worker",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(a.nproc), __file__, "--worker",
            "--blocks", str(a.blocks), "--steps", str(a.steps), "--width", str(a.width), "--batch", str(a.batch)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)})
     lines = [l for l in out.stdout.splitlines() if l.startswith("{")]

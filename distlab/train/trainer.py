@@ -154,7 +154,7 @@ class Trainer:
         "One micro-step: forward, loss (divided by `accumulate`), backward; returns the unscaled loss, detached."
         with self.sync_context(last):
             with self.autocast(): loss = self.loss_fn(self.model(x), y)
-            scaled = loss / self.cfg.accumulate if self.cfg.scale_loss else loss
+            scaled = loss / self.cfg.accumulate if (self.cfg.scale_loss and self.cfg.accumulate > 1) else loss
             (self.scaler.scale(scaled) if self.scaler else scaled).backward()
         return loss.detach()
 
@@ -167,7 +167,8 @@ class Trainer:
         if self.scaler: self.scaler.step(self.optimizer); self.scaler.update()
         else: self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
+        if self.cfg.warmup_steps: self.scheduler.step()  # past the warm-up its factor is 1: a no-op
+        else: self.scheduler.last_epoch += 1  # keep its count for state_dict without recomputing the lr
 
     def train_step(self, micro_batches: list) -> dict:
         "One optimizer step over `micro_batches` [(x, y), ...]; returns its record (loss, samples, lr, grad_norm)."
@@ -178,7 +179,8 @@ class Trainer:
         lr = self.optimizer.param_groups[0]["lr"]
         norm = self.clip_gradients()
         self.optimizer_step()
-        rec = {"loss": round(torch.stack(losses).float().mean().item(), 6), "samples": n, "lr": lr}
+        loss = losses[0] if len(losses) == 1 else torch.stack(losses).float().mean()
+        rec = {"loss": round(loss.item(), 6), "samples": n, "lr": lr}
         if norm is not None: rec["grad_norm"] = round(float(getattr(norm, "full_tensor", lambda: norm)()), 6)
         return rec
 
