@@ -253,7 +253,8 @@ def check_nan_named(result) -> Measured:
     if not notes: return _missing(Measured(), "NaN-guard note")
     n = notes[min(notes)]
     found = [x for f in n["findings"].values() for x in f]
-    m = Measured({"broken_nan_step": n["step"], "broken_first_non_finite": found[0] if found else None, "broken_non_finite_tensors": len(found)})
+    m = Measured({"broken_nan_step": n["step"], "broken_nan_ranks": sorted(int(r) for r, f in n["findings"].items() if f),
+                  "broken_first_non_finite": found[0] if found else None, "broken_non_finite_tensors": len(found)})
     if not found: m.problems.append("the guard named no tensor")
     return m
 

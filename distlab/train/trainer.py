@@ -94,11 +94,19 @@ class Trainer:
         self.step, self.epoch, self.position, self.samples_seen, self.records = 0, 0, 0, {}, []
         seed_everything(self.cfg.seed)
         self.dataset, self.sampler = dataset, self.build_sampler(dataset)
+        self._check_sizes()
         self.model = self.wrap_model(model.to(self.device))
         self.optimizer = self.build_optimizer()
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_factor(self.cfg.warmup_steps))
         self.scaler = torch.amp.GradScaler("cuda") if self.cfg.precision == "fp16" else None
         self.profiler = self.build_profiler()
+
+    def _check_sizes(self):
+        need, have = self.batch_size * self.cfg.accumulate, len(self.sampler)
+        if self.batch_size < 1 or have < need:
+            raise ValueError(f"this rank gets {have} samples per epoch and one optimizer step needs batch_size={self.batch_size} x "
+                             f"accumulate={self.cfg.accumulate} = {need}: training would run no step. Use a smaller batch_size or "
+                             f"accumulate, or a dataset of at least {need * self.world_size} samples")
 
     def _check_precision(self):
         if self.cfg.precision == "fp16" and self.device.type != "cuda":
