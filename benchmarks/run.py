@@ -92,6 +92,15 @@ def bench_rows(repeats: int) -> list[dict]:
     import bench_busbw
     return [bench_busbw.measure(repeats=repeats), bench_busbw.measure_paired()]
 
+def trainer_rows() -> list[dict]:
+    "DDPTrainer throughput against a hand-written DDP loop, alternating blocks in one job (issue 9)."
+    sys.path.insert(0, str(HERE))
+    from trainer_throughput import measure as trainer_measure
+    r = trainer_measure([])
+    return [{"target": f"DDPTrainer throughput / hand-written DDP loop (world {r['world']}, gloo, StepProfiler on; "
+                       f"{r['ratio_unprofiled']}x with it off)", "value": r["ratio"], "unit": "x", "goal": ">= 0.97",
+             "met": r["ratio"] >= 0.97, "samples": r}]
+
 def measure(repeats: int) -> list[dict]:
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
@@ -132,7 +141,7 @@ if __name__ == "__main__":
     ap.add_argument("--json", action="store_true"); ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--write", default=None, help="write the table to this markdown file")
     a = ap.parse_args()
-    rows = measure(a.repeats) + profile_rows() + bench_rows(a.repeats)
+    rows = measure(a.repeats) + profile_rows() + bench_rows(a.repeats) + trainer_rows()
     if a.write:  # the table is replaced; the hand-written notes after it ("## Reading these figures") are kept
         out = Path(a.write)
         notes = out.read_text().partition("\n## Reading these figures")[1:] if out.exists() else ("", "")

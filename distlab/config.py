@@ -9,8 +9,9 @@ from dataclasses import dataclass, field, asdict, fields
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['NPROC_NAMES', 'BACKENDS', 'START_METHODS', 'NUMA_BINDINGS', 'STALL_POLICIES', 'MODEL_KINDS', 'ConfigError',
-           'count_local_ranks', 'LaunchConfig', 'parse_trace_window', 'ModelConfig', 'DataConfig', 'TrainConfig']
+__all__ = ['NPROC_NAMES', 'BACKENDS', 'START_METHODS', 'NUMA_BINDINGS', 'STALL_POLICIES', 'MODEL_KINDS', 'PRECISIONS',
+           'OPTIMIZERS', 'COMM_HOOKS', 'ConfigError', 'count_local_ranks', 'LaunchConfig', 'parse_trace_window',
+           'ModelConfig', 'DataConfig', 'TrainerConfig', 'TrainConfig']
 
 # %% ../nbs/00_config.ipynb #07eab2d1
 class ConfigError(ValueError):
@@ -290,6 +291,73 @@ class DataConfig:
         c.need(isinstance(self.num_workers, int) and self.num_workers >= 0, "num_workers", "use 0 or more")
         c.done()
 
+# %% ../nbs/00_config.ipynb #c08716ca
+PRECISIONS = ("fp32", "bf16", "fp16")
+OPTIMIZERS = ("sgd", "adamw")
+COMM_HOOKS = ("allreduce", "fp16_compress", "bf16_compress", "powersgd")
+
+@dataclass(kw_only=True)
+class TrainerConfig:
+    "How a distlab trainer runs its loop: accumulation, precision, clipping, warm-up, DDP/FSDP options, seeding, sampling."
+    accumulate: int = 1
+    "micro-batches per optimizer step (gradient accumulation)"
+    no_sync: bool = True
+    "skip the gradient all-reduce on all but the last micro-step (False: all-reduce every micro-step, the costly mistake)"
+    scale_loss: bool = True
+    "divide each micro-step's loss by `accumulate` (False: gradients `accumulate` times too large)"
+    precision: str = "fp32"
+    "`fp32`, `bf16` (autocast; CPU or GPU) or `fp16` (autocast + GradScaler; GPU only)"
+    clip_grad_norm: float | None = None
+    "clip the global gradient norm to this before each optimizer step (None: no clipping)"
+    warmup_steps: int = 0
+    "optimizer steps over which the learning rate rises linearly from lr/warmup_steps to lr"
+    optimizer: str = "sgd"
+    "`sgd` or `adamw`"
+    lr: float | None = None
+    "learning rate; None: the TrainConfig's `lr` when built from one, else 0.05"
+    momentum: float = 0.0
+    "SGD momentum"
+    weight_decay: float = 0.0
+    "weight decay"
+    activation_checkpointing: bool = False
+    "recompute each block's activations in backward instead of keeping them (less memory, more compute)"
+    find_unused_parameters: bool = False
+    "DDP: walk the autograd graph every step to find parameters that got no gradient"
+    static_graph: bool = False
+    "DDP: the same parameters are used (or unused) every step; DDP learns it in the first step"
+    bucket_cap_mb: float | None = None
+    "DDP: gradient bucket size in MiB (None: DDP's 25)"
+    gradient_as_bucket_view: bool = False
+    "DDP: gradients are views into the buckets (saves one copy of the gradients)"
+    comm_hook: str | None = None
+    "DDP communication hook: `allreduce`, `fp16_compress`, `bf16_compress`, `powersgd` (NCCL only), or None"
+    reshard_after_forward: bool = True
+    "FSDP: free the gathered parameters after forward and gather them again in backward"
+    seed: int = 0
+    "seeds torch, Python and NumPy the same way on every rank, and the sampler's shuffle"
+    shuffle: bool = True
+    "shuffle the samples (differently every epoch when `set_epoch`)"
+    distributed_sampler: bool = True
+    "give each rank its own share of the data (False: every rank reads every sample, the data-not-sharded mistake)"
+    set_epoch: bool = True
+    "call `sampler.set_epoch(epoch)` each epoch (False: the same order every epoch)"
+    profile: bool = True
+    "time each step with StepProfiler (data, compute, communication wait and bytes in the `step` events; DDP only)"
+
+    def __post_init__(self):
+        c = _Checks(self)
+        c.types()
+        c.need(lambda: self.accumulate >= 1, "accumulate", "use 1 or more micro-batches per step")
+        c.need(self.precision in PRECISIONS, "precision", f"use one of {', '.join(PRECISIONS)}")
+        c.need(self.optimizer in OPTIMIZERS, "optimizer", f"use one of {', '.join(OPTIMIZERS)}")
+        c.need(lambda: self.clip_grad_norm is None or self.clip_grad_norm > 0, "clip_grad_norm", "use a positive norm, or None")
+        c.need(lambda: self.warmup_steps >= 0, "warmup_steps", "use 0 or more steps")
+        c.need(lambda: self.lr is None or self.lr > 0, "lr", "use a positive learning rate, or None")
+        c.need(lambda: self.momentum >= 0 and self.weight_decay >= 0, "momentum", "use 0 or more (weight_decay too)")
+        c.need(lambda: self.bucket_cap_mb is None or self.bucket_cap_mb > 0, "bucket_cap_mb", "use a positive size in MiB, or None")
+        c.need(self.comm_hook is None or self.comm_hook in COMM_HOOKS, "comm_hook", f"use one of {', '.join(COMM_HOOKS)}, or None")
+        c.done()
+
 # %% ../nbs/00_config.ipynb #e8436bcc
 @dataclass(kw_only=True)
 class TrainConfig:
@@ -306,10 +374,13 @@ class TrainConfig:
     "stop after this many steps, whatever the epoch"
     step_sleep_s: float = 0.0
     "pause per step, so a person can watch a run unfold live"
+    trainer: TrainerConfig = field(default_factory=lambda: TrainerConfig())
+    "the distlab trainers' settings (`distlab.train.trainer`)"
 
     def __post_init__(self):
         if isinstance(self.model, dict): self.model = ModelConfig(**self.model)
         if isinstance(self.data, dict): self.data = DataConfig(**self.data)
+        if isinstance(self.trainer, dict): self.trainer = TrainerConfig(**self.trainer)
         c = _Checks(self)
         c.need(isinstance(self.epochs, int) and self.epochs >= 1, "epochs", "use 1 or more")
         c.need(self.lr > 0, "lr", "use a positive learning rate")

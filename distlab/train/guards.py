@@ -8,7 +8,9 @@ import torch
 import torch.distributed as dist
 
 # %% auto #0
-__all__ = ['StepCountMismatch', 'check_step_counts']
+__all__ = ['StepCountMismatch', 'check_step_counts', 'NonFiniteError', 'check_finite', 'unused_parameters', 'ParameterMismatch',
+           'parameter_fingerprints', 'check_parameters_consistent', 'LoaderAdvice', 'dataloader_settings',
+           'dataloader_problems']
 
 # %% ../../nbs/30_guards.ipynb #493ebe37
 class StepCountMismatch(RuntimeError):
@@ -35,3 +37,142 @@ def check_step_counts(steps: int, *, group=None, what: str = "the number of step
     counts = {r: int(x.item()) for r, x in enumerate(out)}
     if len(set(counts.values())) > 1: raise StepCountMismatch(counts, what)
     return counts
+
+# %% ../../nbs/30_guards.ipynb #903677bd
+import math, os
+from dataclasses import dataclass, field
+from torch import nn
+from ..rank.events import emit
+
+def _gather_objects(obj, group=None) -> list:
+    out = [None] * dist.get_world_size(group)
+    dist.all_gather_object(out, obj, group=group)
+    return out
+
+def _any_rank(flag: bool, group=None) -> bool:
+    t = torch.tensor([1.0 if flag else 0.0], device=_device_for(group))
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    return bool(t.item())
+
+# %% ../../nbs/30_guards.ipynb #bb7d3aa8
+class NonFiniteError(FloatingPointError):
+    "A loss term, gradient or parameter became NaN or Inf; `findings` says where, per rank."
+    def __init__(self, step: int, findings: dict[int, list[str]]):
+        self.step, self.findings = step, findings
+        where = "; ".join(f"rank {r}: {', '.join(f)}" for r, f in findings.items() if f)
+        super().__init__(f"non-finite values at step {step}: {where}. Common causes: a learning rate too high for the "
+                         f"model (add warm-up, lower lr), exploding gradients (clip_grad_norm_), fp16 overflow (use a GradScaler "
+                         f"or bf16), a bad sample (log the batch), log/sqrt/division of zero in the loss.")
+
+def _non_finite(named: dict) -> list[str]:
+    "Names of the tensors in `named` with a NaN or Inf (and which), in order."
+    out = []
+    for name, t in named.items():
+        if t is None or bool(torch.isfinite(t).all()): continue
+        out.append(f"{name} ({'NaN' if bool(torch.isnan(t).any()) else 'Inf'})")
+    return out
+
+def check_finite(step: int,  # the step being checked (named in the error)
+                 losses: dict | torch.Tensor | None = None,  # the loss, or its terms {name: tensor}
+                 model: nn.Module | None = None,  # check its gradients (call after backward, before the optimizer step)
+                 *, params: bool = False,  # also check the parameters themselves
+                 group=None) -> None:
+    "Raise `NonFiniteError` on every rank if any rank's loss terms or gradients hold NaN/Inf, naming the step, ranks and tensors."
+    named = {"loss": losses} if isinstance(losses, torch.Tensor) else {f"loss term {k!r}": v for k, v in (losses or {}).items()}
+    if model is not None:
+        named.update({f"grad of {n}": p.grad for n, p in model.named_parameters() if p.grad is not None})
+        if params: named.update({f"parameter {n}": p.detach() for n, p in model.named_parameters()})
+    found = _non_finite(named)
+    if not _any_rank(bool(found), group): return
+    findings = dict(enumerate(_gather_objects(found, group)))
+    emit("note", text=f"NaN/Inf guard: step {step}", guard="nan", step=step, findings={str(r): f for r, f in findings.items()})
+    raise NonFiniteError(step, {r: f for r, f in findings.items() if f})
+
+# %% ../../nbs/30_guards.ipynb #dad3231e
+def unused_parameters(model: nn.Module,  # call after backward, before zero_grad
+                      group=None) -> dict[int, list[str]]:
+    "Per rank, the trainable parameters that got no gradient in the last backward (DDP's 'Expected to have finished reduction' names none)."
+    inner = getattr(model, "module", model)
+    mine = [n for n, p in inner.named_parameters() if p.requires_grad and p.grad is None]
+    found = dict(enumerate(_gather_objects(mine, group)))
+    if any(found.values()): emit("note", text="unused-parameter finder: " + "; ".join(f"rank {r}: {', '.join(n)}" for r, n in found.items() if n),
+                                  guard="unused", unused={str(r): n for r, n in found.items()})
+    return found
+
+# %% ../../nbs/30_guards.ipynb #2ad57346
+class ParameterMismatch(RuntimeError):
+    "Ranks hold different weights for the same parameter."
+    def __init__(self, name: str, ranks: list[int], max_abs_diff: float, differing: int):
+        self.name, self.ranks, self.max_abs_diff, self.differing = name, ranks, max_abs_diff, differing
+        super().__init__(f"parameter {name!r} differs across ranks: rank(s) {ranks} differ from rank 0 by up to {max_abs_diff:.3g} "
+                         f"({differing} parameter tensor(s) differ in all). Data parallelism assumes identical replicas: build the model "
+                         f"from the same seed on every rank, load checkpoints on every rank before wrapping in DDP (DDP broadcasts "
+                         f"rank 0's weights only at construction), never update weights on one rank only, or broadcast from rank 0.")
+
+def parameter_fingerprints(model: nn.Module) -> torch.Tensor:
+    "Per parameter and buffer, (sum, sum of squares, position-weighted sum) in float64: equal weights give equal rows."
+    rows = []
+    for t in _state_tensors(model).values():
+        x = t.detach().double().flatten()
+        w = torch.arange(1, x.numel() + 1, dtype=torch.float64, device=x.device) / max(x.numel(), 1)
+        rows.append(torch.stack([x.sum(), (x * x).sum(), (x * w).sum()]))
+    return torch.stack(rows) if rows else torch.zeros(0, 3, dtype=torch.float64)
+
+def _state_tensors(model: nn.Module) -> dict:
+    inner = getattr(model, "module", model)
+    return {**dict(inner.named_parameters()), **{f"buffer {n}": b for n, b in inner.named_buffers() if b.is_floating_point()}}
+
+def check_parameters_consistent(model: nn.Module, *, group=None, raise_error: bool = True) -> dict:
+    "Compare every parameter (and float buffer) across ranks; raise `ParameterMismatch` naming the first that differs, and by how much."
+    fp = parameter_fingerprints(model).to(_device_for(group))
+    table = [torch.zeros_like(fp) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(table, fp, group=group)
+    differ = [i for i in range(len(fp)) if any(not torch.equal(t[i], table[0][i]) for t in table[1:])]
+    report = {"consistent": not differ, "differing": len(differ), "parameters": len(fp)}
+    if not differ: return report
+    name, tensor = list(_state_tensors(model).items())[differ[0]]
+    full = [torch.zeros_like(tensor.detach()) for _ in table]
+    dist.all_gather(full, tensor.detach().contiguous(), group=group)
+    diffs = {r: float((full[r] - full[0]).abs().max()) for r in range(1, len(full))}
+    bad = [r for r, d in diffs.items() if d > 0] or [r for r, t in enumerate(table) if not torch.equal(t[differ[0]], table[0][differ[0]])]
+    report.update(first=name, ranks=bad, max_abs_diff=max(diffs.values(), default=0.0))
+    emit("note", text=f"consistency check: {name} differs on ranks {bad}", guard="consistency", **report)
+    if raise_error: raise ParameterMismatch(name, bad, report["max_abs_diff"], len(differ))
+    return report
+
+# %% ../../nbs/30_guards.ipynb #d7547707
+@dataclass
+class LoaderAdvice:
+    "DataLoader keyword arguments for this node, and the reason for each."
+    kwargs: dict
+    reasons: dict = field(default_factory=dict)
+
+def dataloader_settings(ranks_per_node: int | None = None,  # default: LOCAL_WORLD_SIZE, else 1
+                        cores: int | None = None,  # default: the cores this process may use (affinity)
+                        device: str = "cpu",  # "cuda" turns on pinned memory
+                        slow_samples: bool = True) -> LoaderAdvice:  # False: samples are in memory; workers cost more than they save
+    "Workers, pinning, persistence and prefetch for one rank, from the cores each rank gets on the node."
+    ranks = ranks_per_node or int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    cores = cores or len(os.sched_getaffinity(0))
+    per_rank = max(1, cores // ranks)
+    workers = max(0, per_rank - 1) if slow_samples else 0  # one core stays with the training process
+    kw = {"num_workers": workers, "pin_memory": device == "cuda", "persistent_workers": workers > 0}
+    if workers: kw["prefetch_factor"] = 2 if workers >= 4 else 4
+    why = {"num_workers": f"{cores} cores / {ranks} ranks = {per_rank} per rank, one kept for the training loop" if slow_samples
+                          else "samples already in memory: a worker's hand-over costs more than it saves",
+           "pin_memory": "page-locked memory lets host-to-GPU copies run asynchronously" if device == "cuda" else "no GPU: pinning buys nothing",
+           "persistent_workers": "keep workers between epochs instead of starting them again" if workers else "no workers"}
+    if workers: why["prefetch_factor"] = "batches each worker prepares ahead; more when there are few workers"
+    return LoaderAdvice(kw, why)
+
+def dataloader_problems(loader, ranks_per_node: int | None = None, cores: int | None = None) -> list[str]:
+    "What is off in an existing DataLoader's settings for this node (an empty list when nothing is)."
+    ranks = ranks_per_node or int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    cores = cores or len(os.sched_getaffinity(0))
+    out, workers = [], loader.num_workers
+    if workers * ranks > cores: out.append(f"num_workers={workers} x {ranks} ranks = {workers * ranks} worker processes for {cores} cores: use at most {max(0, cores // ranks - 1)}")
+    if workers and not loader.persistent_workers: out.append("persistent_workers=False: workers start again every epoch; set it to True")
+    if loader.pin_memory and not torch.cuda.is_available(): out.append("pin_memory=True without a GPU: it only costs; set it to False")
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1 and not isinstance(loader.sampler, torch.utils.data.DistributedSampler):
+        out.append("no DistributedSampler: every rank may read the same samples (use DistributedSampler and call set_epoch each epoch)")
+    return out
