@@ -1,6 +1,6 @@
 """DDPTrainer throughput against a minimal hand-written DDP loop on the same model and data (target >= 0.97x).
 
-    python benchmarks/trainer_throughput.py [--blocks 10] [--steps 100] [--nproc 2] [--width 256] [--batch 64] [--json]
+    python benchmarks/trainer_throughput.py [--blocks 30] [--steps 30] [--nproc 2] [--width 256] [--batch 64] [--json]
 
 Starts `torchrun --nproc-per-node 2` (gloo) on this file with `--worker`. Each rank builds one DDP model for the hand
 loop and one DDPTrainer, both from the same weights and on the same dataset, and times them in alternating blocks
@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def args(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--blocks", type=int, default=10)
-    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--blocks", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--nproc", type=int, default=2)
