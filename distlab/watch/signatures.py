@@ -71,9 +71,9 @@ class SignatureMatch:
 SIGNATURES: dict[str, Signature] = {}
 
 def register_signature(sig: Signature, *, replace: bool = False) -> Signature:
-    "Add `sig` to `SIGNATURES` (ids are unique unless `replace`); returns it."
+    "Add `sig` to `SIGNATURES` (an id names one signature unless `replace`; registering the same one again is a no-op); returns it."
     if not isinstance(sig, Signature): raise TypeError(f"register_signature takes a Signature, not {type(sig).__name__}")
-    if sig.id in SIGNATURES and not replace:
+    if (old := SIGNATURES.get(sig.id)) is not None and old != sig and not replace:  # the same one again: a no-op
         raise ValueError(f"a signature with id {sig.id!r} is already registered ({SIGNATURES[sig.id].title!r}): "
                          f"pick another id, or pass replace=True to override it")
     SIGNATURES[sig.id] = sig
