@@ -72,7 +72,8 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path):
     assert not any(tmp_path.iterdir())  # no half-made run directory
 
 def test_a_restart_after_a_rank_failure_keeps_the_run_going(tmp_path):
-    res = launch(SCRIPTS / "fails_once.py", [tmp_path / "failed-once"], nproc=2, runs_root=tmp_path, max_restarts=1).wait(180)
+    run = launch(SCRIPTS / "fails_once.py", [tmp_path / "failed-once"], nproc=2, runs_root=tmp_path, max_restarts=1)
+    res = run.wait(180)
     assert res.status == "ok", (res.status, res.warnings)
     assert res.restarts == 1
     (why,) = res.restart_reasons
@@ -85,6 +86,10 @@ def test_a_restart_after_a_rank_failure_keeps_the_run_going(tmp_path):
         assert {e["gen"] for e in evs if e["ev"] == "hello"} == {0, 1}, rank
     saved = json.loads((Path(res.run_dir) / "result.json").read_text())
     assert saved["restarts"] == 1 and saved["restart_reasons"][0]["rank"] == 1
+    from distlab.ui.lab import RunMonitor  # the lab's status line shows the generations and what ended the first
+    mon = RunMonitor(run, start=False); mon.update(final=True)
+    assert "restart generation 1: torchrun restarted the ranks 1 time (generation 0 ended by rank 1 (exit code 1" in mon.status.value, mon.status.value
+    assert "flaky disk on rank 1" in mon.status.value
     gone_within(res.run_id, 5)
 
 def test_internal_failures_end_in_warnings(tmp_path, monkeypatch, capfd):

@@ -13,7 +13,8 @@ from ..watch.analysis import rank_steps
 from .dashboard import Dashboard
 
 # %% auto #0
-__all__ = ['RunFeed', 'status_html', 'diagnosis_html', 'LogPane', 'RunMonitor', 'scenario_html', 'outcome_row', 'ScenarioLab']
+__all__ = ['RunFeed', 'status_html', 'restarts_html', 'diagnosis_html', 'LogPane', 'RunMonitor', 'scenario_html', 'outcome_row',
+           'ScenarioLab']
 
 # %% ../../nbs/60_lab.ipynb #ee5e9ad9
 class RunFeed:
@@ -51,6 +52,10 @@ class RunFeed:
         "Steps each rank has completed so far (`rank_steps` of the analysis), from `snap` or a new snapshot."
         return {r: rank_steps(t) for r, t in (snap or self.snapshot()).tracks.items()}
 
+    def generation(self) -> int:
+        "The newest restart generation any rank has written an event in (0 before torchrun restarted anything)."
+        return max((int(e.get("gen") or 0) for evs in self.events.values() for e in evs), default=0)
+
     def snapshot(self, now: float | None = None, duration_s: float | None = None) -> RunEvents:
         "The events so far as `RunEvents` (for the plots), ending at `now` (live) or after `duration_s` (ended)."
         if not self.meta: self.meta = _run_meta(self.run_dir)
@@ -65,8 +70,10 @@ def status_html(run_id: str,  # the run's id
                 status: str,  # "running" or a RunResult status
                 elapsed_s: float,  # seconds since the run started
                 steps: dict[int, int],  # steps finished per rank
+                generation: int = 0,  # torchrun's restart generation the ranks are in now
+                restart_reasons: list[dict] = (),  # `RunResult.restart_reasons`, once the run has ended
                ) -> str:
-    "One status line: run, state, time, and each rank's steps as a small bar."
+    "One status line: run, state, time, each rank's steps as a small bar, and torchrun's restarts when there were any."
     color = _STATUS_COLORS.get(status, "#57606a")
     top = max(list(steps.values()) + [1])
     bars = "".join(
@@ -76,7 +83,17 @@ def status_html(run_id: str,  # the run's id
         for r, n in sorted(steps.items()))
     return (f"<div class='distlab-status'><b>{html.escape(run_id)}</b> · "
             f"<b style='color:{color}' class='distlab-state'>{html.escape(status)}</b> · {elapsed_s:.1f} s<br>"
-            f"<span style='font-size:90%'>steps {bars}</span></div>")
+            f"<span style='font-size:90%'>steps {bars}</span>{restarts_html(generation, restart_reasons)}</div>")
+
+def restarts_html(generation: int, reasons: list[dict]) -> str:
+    "The restart generations of a run (torchrun's `--max-restarts`): what ended each one; empty when there were none."
+    if not generation and not reasons: return ""
+    why = "; ".join(f"generation {r.get('generation')} ended by rank {r.get('rank')} (exit code {r.get('exitcode')}"
+                    + (f", {r['signal']}" if r.get("signal") else "") + (f": {r['error']}" if r.get("error") else "") + ")"
+                    for r in reasons)
+    n = max(generation, len(reasons))
+    return (f"<br><span class='distlab-restarts' style='font-size:90%;color:#9a6700'>restart generation {generation}: "
+            f"torchrun restarted the ranks {n} time{'s' if n != 1 else ''}" + (f" ({html.escape(why)})" if why else "") + "</span>")
 
 # %% ../../nbs/60_lab.ipynb #acccb8de
 def _get(d, k, default=None):
@@ -180,7 +197,8 @@ class RunMonitor:
                                       duration_s=getattr(result, "duration_s", None) if result is not None else None)
             status = result.status if result is not None else "running"
             elapsed = result.duration_s if result is not None else now - self.started
-            self.status.value = status_html(self.run.run_id, status, elapsed, self.feed.steps(snap))
+            self.status.value = status_html(self.run.run_id, status, elapsed, self.feed.steps(snap), self.feed.generation(),
+                                            getattr(result, "restart_reasons", None) or [])
             diag = result.diagnosis if result is not None else (getattr(self.run, "diagnosis", None) or getattr(self.run, "advisory", None))
             new_diag = diagnosis_html(diag, status if result is not None else None)
             if new_diag != self.diagnosis.value: self.diagnosis.value = new_diag
