@@ -24,6 +24,7 @@ EXPECTED = {
     "port-in-use": (None, {}),
     "dataloader-shm": (None, {"signal": "Bus error"}),
     "dataloader-worker-killed": (None, {"signal": "Killed"}),
+    "dataloader-shm-full": (0, {"pids": [20037]}),
     "ddp-unused-parameters": (None, {"parameters": ["aux.bias", "aux.weight"], "indices": [4, 5]}),
     "ddp-model-mismatch": (None, {"param_index": 0, "other_rank": 0}),
     "weights-only-load": (None, {"global": "__main__.TrainState"}),

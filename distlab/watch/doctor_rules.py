@@ -6,7 +6,6 @@
 from __future__ import annotations
 from .diagnosis import Diagnosis
 from .rules import Context, register_rule
-from .signatures import Signature, register_signature
 
 # %% auto #0
 __all__ = ['MISMATCH_PREFIX', 'node_mismatch']
@@ -41,14 +40,3 @@ def node_mismatch(ctx: Context) -> Diagnosis | None:
                      f"Make {', '.join(w.removeprefix('env:') for w in whats) or 'it'} the same on every node (the same "
                      "environment in every node's launch script, the same torch and NCCL installed); `distlab doctor` on each "
                      "node prints its facts.", collective={"op": "init_process_group", "site": (t.init or {}).get("site")})
-
-# %% ../../nbs/29c_doctor_rules.ipynb #9c8e29e8
-register_signature(Signature(
-    id="dataloader-shm-full", kind="dataloader", title="DataLoader workers found /dev/shm full",
-    patterns=(r"unable to allocate shared memory\(shm\) for file </torch_",),
-    cause="DataLoader workers hand every batch to the rank through shared memory (/dev/shm): ranks x workers x "
-          "prefetch_factor batches at once. torch reserves each batch's segment before writing it, and the reservation "
-          "failed: /dev/shm is full (older torch, and the guides, show this as the worker dying with a 'Bus error').",
-    fix="Run `distlab doctor --nproc N --workers W --prefetch P --batch-mib B`: it says how much /dev/shm the loaders "
-        "need and what to give (`docker run --shm-size=...`, Kubernetes emptyDir medium: Memory), or how few "
-        "workers x prefetch fit.", guides=("003",)))

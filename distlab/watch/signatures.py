@@ -365,6 +365,23 @@ register_signature(Signature(
         "changes how the failure shows.",
     guides=("002", "003"), extract=_worker))
 
+# %% ../../nbs/27_signatures.ipynb #fe5cca8b
+def _shm_full(text: str) -> dict:
+    "The pids in torch's shared-segment names (`/torch_<pid>_...`: the workers that asked) and the worker's index."
+    out = {"pids": pids} if (pids := sorted({int(p) for p in re.findall(r"</torch_(\d+)_", text)})) else {}
+    if m := _first(r"in DataLoader worker process (\d+)", text): out["worker"] = int(m.group(1))
+    return out
+
+register_signature(Signature(
+    id="dataloader-shm-full", kind="dataloader", title="DataLoader workers found /dev/shm full",
+    patterns=(r"unable to allocate shared memory\(shm\) for file </torch_",),
+    cause="DataLoader workers hand every batch to the rank through shared memory (/dev/shm): ranks x workers x "
+          "prefetch_factor batches at once. torch reserves each batch's segment before writing it, and the reservation "
+          "failed: /dev/shm is full (older torch, and the guides, show this as the worker dying with a 'Bus error').",
+    fix="Run `distlab doctor --nproc N --workers W --prefetch P --batch-mib B`: it says how much /dev/shm the loaders "
+        "need and what to give (`docker run --shm-size=...`, Kubernetes emptyDir medium: Memory), or how few "
+        "workers x prefetch fit.", guides=("003",), extract=_shm_full))
+
 # %% ../../nbs/27_signatures.ipynb #e82ec463
 def _unused(text: str) -> dict:
     out = {}
