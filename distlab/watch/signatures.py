@@ -367,10 +367,8 @@ register_signature(Signature(
 
 # %% ../../nbs/27_signatures.ipynb #fe5cca8b
 def _shm_full(text: str) -> dict:
-    "The pids in torch's shared-segment names (`/torch_<pid>_...`: the workers that asked) and the worker's index."
-    out = {"pids": pids} if (pids := sorted({int(p) for p in re.findall(r"</torch_(\d+)_", text)})) else {}
-    if m := _first(r"in DataLoader worker process (\d+)", text): out["worker"] = int(m.group(1))
-    return out
+    "The pids in torch's shared-segment names (`/torch_<pid>_...`: the workers that asked for a segment)."
+    return {"pids": pids} if (pids := sorted({int(p) for p in re.findall(r"</torch_(\d+)_", text)})) else {}
 
 register_signature(Signature(
     id="dataloader-shm-full", kind="dataloader", title="DataLoader workers found /dev/shm full",
