@@ -6,12 +6,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.timeout(180)
-def test_ddp_and_fsdp_train_alike_at_world_2():
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(ROOT / "tests/scripts/trainers_world2.py")]
+def test_ddp_and_fsdp_train_alike_at_world_2(tmp_path):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           str(ROOT / "tests/scripts/trainers_world2.py"), str(tmp_path)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=170, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 0, p.stderr[-3000:]
-    results = [json.loads(l[len("RESULT "):]) for l in p.stdout.splitlines() if l.startswith("RESULT ")]
-    assert len(results) == 2, p.stdout
+    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     for r in results:
         ddp, fsdp = r["DDPTrainer"], r["FSDPTrainer"]
         assert fsdp["losses"] == pytest.approx(ddp["losses"], abs=1e-4), (r["rank"], ddp["losses"], fsdp["losses"])

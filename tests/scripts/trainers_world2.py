@@ -1,5 +1,6 @@
 """Both trainers at world 2 on the same data and weights: DDP and FSDP2 must train alike; FSDP holds half the state per rank."""
 import json, sys
+from pathlib import Path
 import torch, torch.distributed as dist
 from distlab.config import ModelConfig, TrainerConfig
 from distlab.train.models import build_model
@@ -24,5 +25,5 @@ second = DDPTrainer(build_model(mcfg, seed=7), ds, cfg, batch_size=8, max_steps=
 second.load_state_dict(first.state_dict())
 out["resumed"] = [r["loss"] for r in second.fit()]
 out["rank"] = dist.get_rank()
-print("RESULT " + json.dumps(out), flush=True)
+Path(sys.argv[1], f"rank{dist.get_rank()}.json").write_text(json.dumps(out))  # a file per rank: two ranks' stdout lines can interleave
 dist.destroy_process_group()
