@@ -306,7 +306,9 @@ class TrainerConfig:
     scale_loss: bool = True
     "divide each micro-step's loss by `accumulate` (False: gradients `accumulate` times too large)"
     precision: str = "fp32"
-    "`fp32`, `bf16` (autocast; CPU or GPU) or `fp16` (autocast + GradScaler; GPU only)"
+    "`fp32`, `bf16` (autocast; CPU or GPU) or `fp16` (autocast + GradScaler; GPU, or CPU with torch >= 2.3)"
+    grad_scaler: bool = True
+    "fp16: scale the loss with a GradScaler, which skips a step whose gradients overflowed (False: the first inf reaches the weights)"
     clip_grad_norm: float | None = None
     "clip the global gradient norm to this before each optimizer step (None: no clipping)"
     warmup_steps: int = 0

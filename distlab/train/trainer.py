@@ -72,7 +72,7 @@ class RecordingSampler(Sampler):
 class Trainer:
     "A data-parallel training loop driven by a `TrainerConfig`; subclasses wrap the model."
     def __init__(self, model: nn.Module,  # the plain model (same weights on every rank: build it from one seed)
-                 dataset: Dataset,  # (input, label) samples; each rank reads its share through the sampler
+                 dataset: Dataset | None,  # (input, label) samples; each rank reads its share through the sampler
                  cfg: TrainerConfig | None = None,
                  *, batch_size: int = 8,  # samples per micro-batch per rank
                  epochs: int = 1, max_steps: int | None = None,  # stop after this many optimizer steps
@@ -81,7 +81,10 @@ class Trainer:
                  num_workers: int = 0, lr: float | None = None,  # overrides cfg.lr
                  on_step=None,  # on_step(trainer, record: dict) after each optimizer step
                  record_samples: bool = False,  # keep the sample indices each epoch read (`samples_seen`)
-                 emit_events: bool = True):  # write `step` and `loop_done` events (False: a side run, e.g. a reference)
+                 emit_events: bool = True,  # write `step` and `loop_done` events (False: a side run, e.g. a reference)
+                 loader=None,  # your own batches instead of the sampler's DataLoader: an iterable of (x, y), or loader(trainer) -> one, each epoch
+                 comm_hook=None,  # a DDP comm hook hook(state, bucket) run instead of `cfg.comm_hook`'s (state: the process group)
+                 step_fields: dict | None = None):  # added to every step's record and `step` event (e.g. {"workers": 4})
         self.cfg = cfg or TrainerConfig()
         if not dist.is_initialized(): raise RuntimeError("call torch.distributed.init_process_group (or ctx.init()) before building a trainer")
         self.rank, self.world_size, self.backend = dist.get_rank(), dist.get_world_size(), dist.get_backend()
@@ -90,15 +93,17 @@ class Trainer:
         self.batch_size, self.epochs, self.max_steps, self.num_workers = batch_size, epochs, max_steps, num_workers
         self.lr = lr or self.cfg.lr or 0.05
         self.loss_fn, self.on_step, self.record_samples = loss_fn or nn.functional.cross_entropy, on_step, record_samples
-        self.emit_events = emit_events
+        self.emit_events, self.loader, self.custom_hook, self.step_fields = emit_events, loader, comm_hook, dict(step_fields or {})
+        if loader is None and dataset is None: raise ValueError("give the trainer a dataset, or your own batches as loader=")
+        if loader is not None and record_samples: raise ValueError("record_samples reads the sampler's indices: it needs a dataset, not loader=")
         self.step, self.epoch, self.position, self.samples_seen, self.records = 0, 0, 0, {}, []
         seed_everything(self.cfg.seed)
-        self.dataset, self.sampler = dataset, self.build_sampler(dataset)
-        self._check_sizes()
+        self.dataset, self.sampler = dataset, self.build_sampler(dataset) if loader is None else None
+        if loader is None: self._check_sizes()
         self.model = self.wrap_model(model.to(self.device))
         self.optimizer = self.build_optimizer()
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_factor(self.cfg.warmup_steps))
-        self.scaler = torch.amp.GradScaler("cuda") if self.cfg.precision == "fp16" else None
+        self.scaler = torch.amp.GradScaler(self.device.type) if (self.cfg.precision == "fp16" and self.cfg.grad_scaler) else None
         self.profiler = self.build_profiler()
 
     def _check_sizes(self):
@@ -109,9 +114,9 @@ class Trainer:
                              f"accumulate, or a dataset of at least {need * self.world_size} samples")
 
     def _check_precision(self):
-        if self.cfg.precision == "fp16" and self.device.type != "cuda":
-            raise ValueError("precision='fp16' needs a CUDA GPU (a GradScaler keeps fp16 gradients from underflowing); "
-                             "on CPU use precision='bf16', which has float32's range and needs no scaler")
+        if self.cfg.precision == "fp16" and self.device.type == "cpu" and not hasattr(torch.amp, "GradScaler"):
+            raise ValueError(f"precision='fp16' on CPU needs torch >= 2.3 (CPU autocast to float16 and torch.amp.GradScaler('cpu')); "
+                             f"this is torch {torch.__version__}: use precision='bf16', which has float32's range and needs no scaler")
 
     # -- building
     def build_sampler(self, dataset):
@@ -121,8 +126,9 @@ class Trainer:
         if not self.cfg.shuffle: return SequentialSampler(dataset)
         return RandomSampler(dataset, generator=torch.Generator().manual_seed(self.cfg.seed))  # MISTAKE when used here: every rank the same order
 
-    def build_loader(self) -> DataLoader:
-        "The loader over this rank's sampler (recording the indices it hands out when `record_samples`); the tail dropped."
+    def build_loader(self):
+        "Your `loader=` when given (called with the trainer if it is a function); else the DataLoader over this rank's sampler (recording the indices it hands out when `record_samples`), the tail dropped."
+        if self.loader is not None: return self.loader(self) if callable(self.loader) else self.loader
         sampler = RecordingSampler(self.sampler, self.samples_seen.setdefault(self.epoch, [])) if self.record_samples else self.sampler
         return DataLoader(self.dataset, batch_size=self.batch_size, sampler=sampler, num_workers=self.num_workers,
                           drop_last=True, pin_memory=self.device.type == "cuda")
@@ -171,25 +177,32 @@ class Trainer:
         if self.scaler: self.scaler.unscale_(self.optimizer)
         return nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_grad_norm)
 
-    def optimizer_step(self) -> None:
-        if self.scaler: self.scaler.step(self.optimizer); self.scaler.update()
+    def optimizer_step(self) -> bool:
+        "Step, zero the gradients, advance the schedule; False when the GradScaler skipped the step (its gradients overflowed)."
+        stepped = True
+        if self.scaler:
+            scale = self.scaler.get_scale()
+            self.scaler.step(self.optimizer); self.scaler.update()
+            stepped = self.scaler.get_scale() >= scale  # the scaler halves its scale exactly when it skipped the step
         else: self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.cfg.warmup_steps: self.scheduler.step()  # past the warm-up its factor is 1: a no-op
         else: self.scheduler.last_epoch += 1  # keep its count for state_dict without recomputing the lr
+        return stepped
 
     def train_step(self, micro_batches: list) -> dict:
-        "One optimizer step over `micro_batches` [(x, y), ...]; returns its record (loss, samples, lr, grad_norm)."
+        "One optimizer step over `micro_batches` [(x, y), ...]; returns its record (loss, samples, lr, grad_norm; loss_scale and skipped with a GradScaler)."
         losses, n = [], 0
         for i, (x, y) in enumerate(micro_batches):
             x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
             losses.append(self.forward_backward(x, y, last=i == len(micro_batches) - 1)); n += len(x)
         lr = self.optimizer.param_groups[0]["lr"]
         norm = self.clip_gradients()
-        self.optimizer_step()
+        stepped = self.optimizer_step()
         loss = losses[0] if len(losses) == 1 else torch.stack(losses).float().mean()
-        rec = {"loss": round(loss.item(), 6), "samples": n, "lr": lr}
+        rec = {"loss": round(loss.item(), 6), "samples": n, "lr": lr, **self.step_fields}
         if norm is not None: rec["grad_norm"] = round(float(getattr(norm, "full_tensor", lambda: norm)()), 6)
+        if self.scaler: rec.update(loss_scale=self.scaler.get_scale(), skipped=not stepped)
         return rec
 
     # -- the loop
@@ -250,7 +263,7 @@ class DDPTrainer(Trainer):
 
     def build_profiler(self) -> StepProfiler:
         "Times every DDP bucket (running the configured comm hook inside the recorder), or only the phases when `profile` is off."
-        hook, state = comm_hook(self.cfg.comm_hook, self.backend)
+        hook, state = (self.custom_hook, lambda pg: pg) if self.custom_hook is not None else comm_hook(self.cfg.comm_hook, self.backend)
         if self.cfg.profile:
             return StepProfiler(self.model, hook=hook, hook_state=state(self.model.process_group) if hook else None, emit_events=self.emit_events)
         if hook: self.model.register_comm_hook(state(self.model.process_group), hook)
