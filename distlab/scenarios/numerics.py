@@ -400,8 +400,9 @@ register(Scenario(
                 "distlab's NaN/Inf guard (`check_finite`, here called between backward and the optimizer step) stops every rank "
                 "at the first non-finite step and names the step, the ranks and the tensors (the loss or a parameter's gradient). "
                 "The fix keeps the learning rate and adds a linear warm-up over 10 steps and gradient clipping to norm 0.1: the "
-                "early large gradients are cut (the figures show the largest norm before clipping) and the loss falls. fp16 "
-                "overflow, the other common cause, is fixed by a GradScaler or bf16 (`TrainerConfig.precision`; fp16 needs a GPU).",
+                "early large gradients are cut (the figures show the largest norm before clipping) and the loss falls. float16 "
+                "overflow, the other common cause, is the scenario `fp16-overflow` (on CPU ranks too): there clipping does not "
+                "help, and a GradScaler or bf16 does.",
     rank_fn=f"{_N}:nan_loss", default_nproc=2, timeout_s=120.0,
     train={"model": {**_MODEL, "layers": 3}, "data": {"samples": 2048, "batch_size": 16}, "max_steps": 60, "lr": 2.0, "trainer": {"momentum": 0.9}},
     variants={
