@@ -189,7 +189,7 @@ def check_fp16_broken(result) -> Measured:
     probe = where[min(where)]
     m = Measured({"broken_nan_step": n["step"], "broken_outlier_step": first, "broken_outlier_ranks": readers,
                   "broken_non_finite_loss_ranks": loss_ranks, "broken_non_finite_grad_ranks": grad_ranks,
-                  "broken_first_overflow": (f"rank {loss_ranks[0]}: {fo['module']} ({fo['type']}, {fo['dtype']} output), input max |x| {fo['input_max_abs']:g}"
+                  "broken_first_overflow": (f"rank {loss_ranks[0]}: {fo['module']} ({fo['type']}, {fo['dtype']} output), largest input magnitude {fo['input_max_abs']:g}"
                                             if fo else None),
                   "broken_weights_non_finite_after_step": probe["non_finite_weights_after_step"],
                   "broken_clean_losses_after": probe["clean_losses_after"],
