@@ -275,7 +275,11 @@ register(Scenario(
                 "never learned from (each also halves the scale), and every step it applies has a finite loss. The fixed run then "
                 "trains the same model on the same batches in bf16, which keeps float32's exponent range: 99999 rounds to 99840, "
                 "the outlier steps train, nothing is skipped and no scaler is needed. The lasting fix for this data is to clean "
-                "the sentinel; the two precision fixes show what each format does with a value out of float16's range.",
+                "the sentinel; the two precision fixes show what each format does with a value out of float16's range. The guides "
+                "leave this out: guide 004's NaN checklist has no float16 overflow and offers clipping, which cannot help; guide 001 "
+                "says FSDP does the gradient scaling (its MixedPrecision scales nothing) and that buffer_dtype keeps fp16-unsafe ops "
+                "in float32 (it sets the buffers' dtype); guide 003 uses the deprecated torch.cuda.amp spellings and never unscales "
+                "before clipping.",
     rank_fn=f"{_N}:fp16_overflow", default_nproc=2, timeout_s=120.0,
     train={"model": {"in_dim": 32, "hidden": 128, "layers": 2}, "data": {"samples": 4096, "batch_size": 16}, "max_steps": 40, "lr": 0.5,
            "trainer": {"precision": "fp16", "clip_grad_norm": 1.0}},
