@@ -5,6 +5,7 @@ Marked `gpu` (skipped where torch.cuda.is_available() is False). The rank code i
 on two gloo ranks sharing the GPU (`device="cuda"`); the scenario's own checks judge each run.
 """
 import pytest
+from distlab.config import TrainConfig
 from distlab.contract import FAST_EXIT_ENV
 from distlab.rank.worker import worker_spec
 from distlab.run.launch import launch
@@ -16,7 +17,8 @@ def _run(tmp_path, variant: str, nproc: int, backend: str, **params):
     from distlab.scenarios import get_scenario
     s = get_scenario("fp16-overflow")
     v = s.variant(variant)
-    spec = worker_spec(s.id, variant, s.rank_fn, {**v.params, **params}, s.train)
+    train = TrainConfig.from_dict({**TrainConfig().to_dict(), **s.train}).to_dict()  # as the scenario runner builds it
+    spec = worker_spec(s.id, variant, s.rank_fn, {**v.params, **params}, train)
     return launch("distlab.rank.worker", [spec], module=True, nproc=nproc, backend=backend, name=f"fp16-{variant}",
                   runs_root=tmp_path, env={FAST_EXIT_ENV: "1"}, timeout_s=180).wait()
 
