@@ -509,7 +509,7 @@ register_signature(Signature(
           "so the rank cannot open the sockets it would talk to the others through and init_process_group fails on "
           "it. Usually the variable was copied from another "
           "cluster's guide or set for a machine whose interfaces are named differently (eth0 against ens5 or enp1s0).",
-    fix="List this host's interfaces (`ip -br addr`) and set the variable to one that exists on every node and "
+    fix="List this host's interfaces (`ip -br addr`) and set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to one that exists on every node and "
         "reaches the others (for NCCL a prefix such as `ens` matches ens5 and ens6; `^docker,lo` excludes), or unset "
         "it and let gloo and NCCL choose. `distlab doctor` checks both variables against the interfaces this host has.",
     guides=("000", "003"), extract=_interface))
