@@ -20,7 +20,7 @@ if ! command -v prometheus >/dev/null 2>&1; then
   fi
 fi
 bash scripts/check_sync.sh
-echo "== module notebooks (nbdev-test, slow cells included)"
+echo "== module notebooks (nbdev-test, slow cells included), $(date -u +%T) UTC"
 .venv/bin/nbdev-test --flags slow
-echo "== pytest"
+echo "== pytest, $(date -u +%T) UTC"
 exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 tests "$@"

@@ -31,6 +31,7 @@ EXPECTED = {
     "state-dict-keys": (0, {"missing": 6, "unexpected": 6, "prefix": "module."}),
     "torn-checkpoint": (0, {}),
     "gloo-size-mismatch": (None, {"received_bytes": 1536, "expected_bytes": 1024}),
+    "socket-interface-missing": (None, {"interface": "eth9"}),
 }
 
 def read_log(name: str) -> str: return (LOGS / f"{name}.txt").read_text(errors="replace")

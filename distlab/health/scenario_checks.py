@@ -48,6 +48,9 @@ def check_bad_env_named(result) -> Measured:
     if c is None or c.status != "fail": m.problems.append(f"the doctor did not fail {var}={value}: {c}")
     head = _diag(result).get("headline", "")
     if value not in head: m.problems.append(f"the diagnosis does not name {value!r}: {head!r}")
+    fix = _diag(result).get("fix", "")
+    m.figures["fix_names_the_variable"] = var in fix
+    if var not in fix: m.problems.append(f"the diagnosis' fix is not about {var}: {fix[:200]!r}")
     return m
 
 def check_bad_env_passed(result) -> Measured:

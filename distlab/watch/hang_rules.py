@@ -12,7 +12,7 @@ from .diagnosis import Diagnosis, COLLECTIVE_RULE
 from .rules import Context, Evidence, Enrichment, register_rule, enrich, evidence, ENRICHERS, PENDING
 
 # %% auto #0
-__all__ = ['UNEVEN_FIX', 'EXIT_CODE_WAIT_S', 'init_failed', 'mismatch', 'rank_died', 'stall', 'never_joined']
+__all__ = ['UNEVEN_FIX', 'INIT_RULE', 'EXIT_CODE_WAIT_S', 'init_failed', 'mismatch', 'rank_died', 'stall', 'never_joined']
 
 # %% ../../nbs/28_hang_rules.ipynb #277e7a40
 _RANK_TEST = re.compile(r"^\s*(el)?if\b.*\b(rank|get_rank\(\)|is_main|is_master|local_rank)\b")
@@ -257,7 +257,24 @@ def _never_joined(tracks: dict[int, RankTrack], world_size: int, now: float, t_s
 def init_failed(ctx: Context) -> Diagnosis | None:
     "A rank's init_process_group failed: a fact the moment it is written."
     if not any(t.init and t.init.get("state") == "failed" for t in ctx.tracks.values()): return None
-    return _never_joined(ctx.tracks, ctx.world_size, ctx.now, ctx.t_start, ctx.join_timeout_s, ctx.local_ranks)
+    d = _never_joined(ctx.tracks, ctx.world_size, ctx.now, ctx.t_start, ctx.join_timeout_s, ctx.local_ranks)
+    if d is not None and d.culprit_ranks: _enrich_init(d, ctx)
+    return d
+
+INIT_RULE = ("init_process_group returns only when all world_size ranks have joined, so the ranks that did join wait "
+             "in init until their timeout.")
+
+def _enrich_init(d: Diagnosis, ctx: Context) -> None:
+    "Let the enrichers name why init failed on the culprit, from its init error (written before its traceback) and logs."
+    r = d.culprit_ranks[0]
+    ev = evidence(ctx, r)
+    ev.error = ev.error or (ctx.tracks[r].init or {}).get("error") or ""
+    e = enrich(ev)
+    if e is None: return
+    d.explanation = f"Rank {r}: {e.cause}" + (f" (evidence: `{e.line.strip()}`)" if e.line else "") + " " + INIT_RULE
+    d.fix = e.fix
+    if e.title: d.headline += f" [{e.title}]"
+    d.collective = {**d.collective, "enriched_by": e.source or "enricher"}
 
 @register_rule("mismatch", priority=20)
 def mismatch(ctx: Context) -> Diagnosis | None:

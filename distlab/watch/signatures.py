@@ -496,3 +496,20 @@ register_signature(Signature(
         "ragged data; keep collectives out of rank-dependent branches. distlab's watcher reports such a mismatch "
         "with both ranks' call sites before any rank aborts.",
     extract=_gloo_sizes))
+
+# %% ../../nbs/27_signatures.ipynb #5f1a2b3c
+def _interface(text: str) -> dict:
+    m = _first(r"Unable to find address for: (\S+)", text)
+    return {"interface": m.group(1)} if m else {}
+
+register_signature(Signature(
+    id="socket-interface-missing", kind="network", title="The network interface named for the ranks does not exist",
+    patterns=[r"Unable to find address for: \S+", r"no socket interface found"],
+    cause="GLOO_SOCKET_IFNAME (gloo) or NCCL_SOCKET_IFNAME (NCCL) names a network interface this host does not have, "
+          "so the rank cannot open the sockets it would talk to the others through and init_process_group fails on "
+          "it. Usually the variable was copied from another "
+          "cluster's guide or set for a machine whose interfaces are named differently (eth0 against ens5 or enp1s0).",
+    fix="List this host's interfaces (`ip -br addr`) and set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to one that exists on every node and "
+        "reaches the others (for NCCL a prefix such as `ens` matches ens5 and ens6; `^docker,lo` excludes), or unset "
+        "it and let gloo and NCCL choose. `distlab doctor` checks both variables against the interfaces this host has.",
+    guides=("000", "003"), extract=_interface))

@@ -26,12 +26,13 @@ CASES = {
     "dataloader-shm": (torchrun("dataloader_killed.py", "BUS"), {}),
     "cpu-oom": (torchrun("cpu_oom.py"), {}),
     "gloo-size-mismatch": (torchrun("gloo_size_mismatch.py"), {}),
+    "socket-interface-missing": (torchrun("healthy.py"), {"GLOO_SOCKET_IFNAME": "eth9"}),
 }
 
 def run_case(case: str) -> str:
     "Run one case; its log as written to the fixture, header line first."
     argv, extra = CASES[case]
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "TORCH_DISTRIBUTED_DEBUG")} | extra
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "TORCH_DISTRIBUTED_DEBUG", "GLOO_SOCKET_IFNAME")} | extra
     with socket.socket() as held:   # only port-in-use uses it: a listener on the port torchrun is told to use
         held.bind(("127.0.0.1", 0)); held.listen()
         argv = [str(held.getsockname()[1]) if a == "-1" else a for a in argv]
