@@ -13,7 +13,7 @@ from .events import emit, rank_writer
 # %% auto #0
 __all__ = ['WIRE_BYTES_PER_ELEMENT', 'DDP_TIMER_APIS', 'EMIT_EVERY_S', 'DEFAULT_MODE', 'wire_bytes_per_element', 'BucketRecord',
            'recording_hook', 'resolve_cuda', 'StepRecord', 'exposed_and_busy', 'ddp_timers_missing', 'DDPTimers',
-           'StepProfiler']
+           'register_hook_as_is', 'StepProfiler']
 
 # %% ../../nbs/19_profile.ipynb #8b44688c
 WIRE_BYTES_PER_ELEMENT = {"fp16_compress_hook": 2, "bf16_compress_hook": 2}  # hooks that cast buckets before sending
@@ -197,6 +197,14 @@ class DDPTimers:
 EMIT_EVERY_S = 0.2  # how often the writer thread writes the steps' events
 DEFAULT_MODE = "light"  # DDP's own timers: enough for the step breakdown, the straggler rule and bytes per step
 
+def register_hook_as_is(model, state, hook):
+    "Register `hook` on `model`; DDP refuses `bf16_compress_hook` by name on a CPU-only torch build, though gloo all-reduces bfloat16 buckets: on CPU that one goes in under another name."
+    try: model.register_comm_hook(state, hook)
+    except TypeError as e:
+        if "BF16" not in str(e) or next(model.parameters()).device.type != "cpu": raise
+        def bf16_on_cpu(state, bucket): return hook(state, bucket)
+        model.register_comm_hook(state, bf16_on_cpu)
+
 class StepProfiler:
     "Per-step data wait, compute and communication wait on this rank; DDP's communication from its own timers or from every bucket."
     def __init__(self, model=None,  # a DistributedDataParallel model whose communication to time (or None)
@@ -223,7 +231,7 @@ class StepProfiler:
                               "50-100 us per bucket)", stacklevel=2)
                 self.mode = "buckets"
             else:
-                if hook is not None: model.register_comm_hook(state, hook)
+                if hook is not None: register_hook_as_is(model, state, hook)
         if self.mode == "buckets":
             model.register_comm_hook(state, recording_hook(hook, self._buckets))
 

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSamp
 
 from ..config import TrainerConfig, TrainConfig
 from ..rank.events import emit
-from ..rank.profile import StepProfiler, DEFAULT_MODE
+from ..rank.profile import StepProfiler, DEFAULT_MODE, register_hook_as_is
 
 # %% auto #0
 __all__ = ['seed_everything', 'rng_state', 'set_rng_state', 'model_blocks', 'warmup_factor', 'comm_hook', 'RecordingSampler',
@@ -267,7 +267,7 @@ class DDPTrainer(Trainer):
         if self.cfg.profile:
             mode = DEFAULT_MODE if self.cfg.profile is True else self.cfg.profile
             return StepProfiler(self.model, mode=mode, hook=hook, hook_state=state(self.model.process_group) if hook else None, emit_events=self.emit_events)
-        if hook: self.model.register_comm_hook(state(self.model.process_group), hook)
+        if hook: register_hook_as_is(self.model, state(self.model.process_group), hook)
         return StepProfiler(None, emit_events=self.emit_events)
 
     def sync_context(self, last: bool):
