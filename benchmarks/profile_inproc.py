@@ -1,53 +1,83 @@
-"""The communication profiler's own cost, in one process: the same watched DDP step with and without
-`StepProfiler` (its recording comm hook on every bucket, its data-wait timing and one `step` event per step).
+"""The communication profiler's own cost, in one process: the same watched DDP step without a profiler (plain) and
+with `StepProfiler` in each mode, side by side in one run.
 
-Two DDP copies of one model (world 1, gloo, the ledger installed as in every distlab run) take turns in blocks of
-steps, so that load from other processes hits both alike; the figure is the median of the per-round ratios.
-Prints one JSON object. Run by benchmarks/run.py."""
-import os, sys, json, tempfile, time, statistics, warnings
-WIDTH = int(sys.argv[1]) if len(sys.argv) > 1 else 512  # hidden width: 512 gives a ~4 ms step here, 1536 ~25 ms
+Modes: `light` (DDP's own reducer timers read once per step, no comm hook: the default), `buckets` (a recording
+comm hook on every bucket) and `hook` (no profiler, only a Python pass-through comm hook, torch's `allreduce_hook`:
+the least a sampled `buckets` mode would cost on the steps it does not record, since DDP takes one hook for good).
+One DDP copy of one model per mode (world 1, gloo, the ledger installed as in every distlab run); the copies take
+turns in blocks of steps, the order rotating every round, so that load from other processes hits all alike; each
+figure is the median over rounds of (mode's block / plain block of the same round - 1), with its interquartile range;
+beside it, the ratio of the modes' 10th-percentile blocks (the least disturbed ones), steadier when others load the machine.
+
+    python benchmarks/profile_inproc.py [WIDTH | ledger] [--rounds N] [--block STEPS]
+
+WIDTH: hidden width of the issue-8 loop (MLP 256-W-W-10, batch 64, 40 batches, 1 MB buckets: 512 gives a ~5 ms
+step here, 1536 ~23 ms); `ledger`: the loop of benchmarks/ledger_inproc.py (width 512, one batch, DDP's default
+25 MB buckets: a ~2.5 ms step). Prints one JSON object. Run by benchmarks/run.py."""
+import argparse, os, sys, json, tempfile, time, statistics, warnings
+ap = argparse.ArgumentParser()
+ap.add_argument("loop", nargs="?", default="512", help="hidden width of the issue-8 loop, or `ledger`")
+ap.add_argument("--rounds", type=int, default=100); ap.add_argument("--block", type=int, default=40)
+a = ap.parse_args()
+LEDGER = a.loop == "ledger"
+WIDTH, BUCKET_MB = (512, 25) if LEDGER else (int(a.loop), 1)
 warnings.simplefilter("ignore", FutureWarning)
 d = tempfile.mkdtemp(); os.environ.update(DISTLAB_RUN_DIR=d, RANK="0")  # the ledger and the profiler write inside a distlab run
 import torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 torch.set_num_threads(1)
 dist.init_process_group("gloo", init_method=f"file://{d}/store", world_size=1, rank=0)
 from distlab.rank import ledger, events
 from distlab.rank.profile import StepProfiler
 ledger.install()
+MODES = ("plain", "light", "buckets", "hook")
 
 def net():
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(256, WIDTH), torch.nn.ReLU(), torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(),
                                torch.nn.Linear(WIDTH, 10))
-plain, profiled = DDP(net(), bucket_cap_mb=1), DDP(net(), bucket_cap_mb=1)  # 1 MB buckets: several per step, so the hook runs often
-prof = StepProfiler(profiled)
-batches = [(torch.randn(64, 256), torch.randint(0, 10, (64,))) for _ in range(40)]
+if LEDGER: batches = [(torch.randn(64, 256), torch.randint(0, 10, (64,)))] * a.block
+else: batches = [(torch.randn(64, 256), torch.randint(0, 10, (64,))) for _ in range(a.block)]
 
-def run_plain(n=40):
-    for x, y in batches[:n]:
-        loss = torch.nn.functional.cross_entropy(plain(x), y); plain.zero_grad(); loss.backward()
-def run_profiled(n=40):
-    for x, y in prof.data(batches[:n]):
-        loss = torch.nn.functional.cross_entropy(profiled(x), y); profiled.zero_grad(); loss.backward()
-        prof.step_done()
+def runner(mode: str):
+    "A function that runs `n` steps of this mode's own DDP copy; and its profiler (or None)."
+    model = DDP(net(), bucket_cap_mb=BUCKET_MB)
+    if mode == "hook": model.register_comm_hook(None, default_hooks.allreduce_hook)
+    prof = StepProfiler(model, mode=mode) if mode in ("light", "buckets") else None
+    def run_plain(n):
+        for x, y in batches[:n]:
+            loss = torch.nn.functional.cross_entropy(model(x), y); model.zero_grad(); loss.backward()
+    def run_profiled(n):
+        for x, y in prof.data(batches[:n]):
+            loss = torch.nn.functional.cross_entropy(model(x), y); model.zero_grad(); loss.backward()
+            prof.step_done()
+    return (run_plain if prof is None else run_profiled), prof
 
-def per_step(rounds: int) -> dict[bool, list[float]]:
-    out = {True: [], False: []}
+runs = {m: runner(m) for m in MODES}
+
+def per_step(rounds: int) -> dict[str, list[float]]:
+    "Seconds per step, one figure per block, for every mode; the order of the modes rotates every round."
+    out = {m: [] for m in MODES}
     for i in range(rounds):
-        for on in ((True, False) if i % 2 else (False, True)):
+        for m in MODES[i % len(MODES):] + MODES[:i % len(MODES)]:
             t0 = time.perf_counter()
-            (run_profiled if on else run_plain)(40)
-            out[on].append((time.perf_counter() - t0) / 40)
+            runs[m][0](a.block)
+            out[m].append((time.perf_counter() - t0) / a.block)
     return out
 
-per_step(4)  # warm up both
-s = per_step(100)
-ratios = [(a / b - 1) * 100 for a, b in zip(s[True], s[False])]
-q = statistics.quantiles(ratios, n=4)
-print(json.dumps({"width": WIDTH, "ddp_step_ms_plain": round(statistics.median(s[False]) * 1e3, 3),
-                  "ddp_step_ms_profiled": round(statistics.median(s[True]) * 1e3, 3),
-                  "buckets_per_step": len(prof.records[-1].buckets),
-                  "profile_overhead_pct": round(q[1], 2), "profile_overhead_pct_iqr": [round(q[0], 2), round(q[2], 2)],
-                  "step_events": sum(1 for ln in open(events.events_path(d, 0)) if '"ev": "step"' in ln)}))
+load_before = os.getloadavg()
+per_step(4)  # warm up every copy
+s = per_step(a.rounds)
+out = {"loop": "ledger_inproc" if LEDGER else f"width {WIDTH}", "width": WIDTH, "bucket_cap_mb": BUCKET_MB, "rounds": a.rounds,
+       "block": a.block, "step_ms_plain": round(statistics.median(s["plain"]) * 1e3, 3),
+       "buckets_per_step": len(runs["buckets"][1].records[-1].buckets), "load_avg": [round(x, 2) for x in (*load_before, *os.getloadavg())]}
+for m in MODES[1:]:
+    q = statistics.quantiles([(x / p - 1) * 100 for x, p in zip(s[m], s["plain"])], n=4)
+    p10 = lambda xs: statistics.quantiles(xs, n=10)[0]  # the least disturbed blocks: steadier than the median under heavy load
+    out[m] = {"step_ms": round(statistics.median(s[m]) * 1e3, 3), "overhead_pct": round(q[1], 2), "overhead_pct_iqr": [round(q[0], 2), round(q[2], 2)],
+              "overhead_pct_p10_blocks": round((p10(s[m]) / p10(s["plain"]) - 1) * 100, 2)}
+lines = [json.loads(ln) for ln in open(events.events_path(d, 0)) if '"ev": "step"' in ln]
+out["step_events"] = {m: sum(1 for e in lines if e.get("profile") == m) for m in ("light", "buckets")}
+print(json.dumps(out))
 dist.destroy_process_group()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['NPROC_NAMES', 'BACKENDS', 'START_METHODS', 'NUMA_BINDINGS', 'STALL_POLICIES', 'MODEL_KINDS', 'PRECISIONS',
-           'OPTIMIZERS', 'COMM_HOOKS', 'ConfigError', 'count_local_ranks', 'LaunchConfig', 'parse_trace_window',
-           'ModelConfig', 'DataConfig', 'TrainerConfig', 'TrainConfig']
+           'OPTIMIZERS', 'COMM_HOOKS', 'PROFILE_MODES', 'ConfigError', 'count_local_ranks', 'LaunchConfig',
+           'parse_trace_window', 'ModelConfig', 'DataConfig', 'TrainerConfig', 'TrainConfig']
 
 # %% ../nbs/00_config.ipynb #07eab2d1
 class ConfigError(ValueError):
@@ -295,6 +295,7 @@ class DataConfig:
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("sgd", "adamw")
 COMM_HOOKS = ("allreduce", "fp16_compress", "bf16_compress", "powersgd")
+PROFILE_MODES = ("light", "buckets")  # StepProfiler's ways of timing DDP's communication (distlab.rank.profile)
 
 @dataclass(kw_only=True)
 class TrainerConfig:
@@ -343,8 +344,8 @@ class TrainerConfig:
     "give each rank its own share of the data (False: every rank reads every sample, the data-not-sharded mistake)"
     set_epoch: bool = True
     "call `sampler.set_epoch(epoch)` each epoch (False: the same order every epoch)"
-    profile: bool = True
-    "time each step with StepProfiler (data, compute, communication wait and bytes in the `step` events; DDP only)"
+    profile: bool | str = True
+    "time each step with StepProfiler (data, compute, communication wait and bytes in the `step` events): True or `light` (DDP's own timers, no hook), `buckets` (every DDP bucket timed by a comm hook: costlier on short steps), False (phases only)"
 
     def __post_init__(self):
         c = _Checks(self)
@@ -358,6 +359,7 @@ class TrainerConfig:
         c.need(lambda: self.momentum >= 0 and self.weight_decay >= 0, "momentum", "use 0 or more (weight_decay too)")
         c.need(lambda: self.bucket_cap_mb is None or self.bucket_cap_mb > 0, "bucket_cap_mb", "use a positive size in MiB, or None")
         c.need(self.comm_hook is None or self.comm_hook in COMM_HOOKS, "comm_hook", f"use one of {', '.join(COMM_HOOKS)}, or None")
+        c.need(isinstance(self.profile, bool) or self.profile in PROFILE_MODES, "profile", f"use True, False or one of {', '.join(PROFILE_MODES)}")
         c.done()
 
 # %% ../nbs/00_config.ipynb #e8436bcc

@@ -4,14 +4,16 @@
 
 # %% ../../nbs/19_profile.ipynb #453a5467
 from __future__ import annotations
-import atexit, statistics, threading, time
+import atexit, statistics, threading, time, warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from ..config import PROFILE_MODES
 from .events import emit, rank_writer
 
 # %% auto #0
-__all__ = ['WIRE_BYTES_PER_ELEMENT', 'EMIT_EVERY_S', 'wire_bytes_per_element', 'BucketRecord', 'recording_hook', 'resolve_cuda',
-           'StepRecord', 'exposed_and_busy', 'StepProfiler']
+__all__ = ['WIRE_BYTES_PER_ELEMENT', 'DDP_TIMER_APIS', 'EMIT_EVERY_S', 'DEFAULT_MODE', 'wire_bytes_per_element', 'BucketRecord',
+           'recording_hook', 'resolve_cuda', 'StepRecord', 'exposed_and_busy', 'ddp_timers_missing', 'DDPTimers',
+           'register_hook_as_is', 'StepProfiler']
 
 # %% ../../nbs/19_profile.ipynb #8b44688c
 WIRE_BYTES_PER_ELEMENT = {"fp16_compress_hook": 2, "bf16_compress_hook": 2}  # hooks that cast buckets before sending
@@ -96,17 +98,20 @@ class StepRecord:
     data_s: float
     compute_s: float
     comm_s: float          # waited for communication (DDP's exposed tail + explicit `comm()` blocks)
-    comm_busy_s: float     # any bucket on the wire (union of bucket intervals) + explicit `comm()` blocks
-    comm_bytes: int        # bytes sent: DDP buckets' wire bytes + what `comm()` blocks declared
-    buckets: list = field(default_factory=list)  # [index, wire_bytes, ready offset s, dur s] per bucket
+    comm_busy_s: float     # DDP's communication under way (bucket union, or span in light mode) + explicit `comm()` blocks
+    comm_bytes: int        # bytes sent: DDP's wire bytes + what `comm()` blocks declared
+    buckets: list = field(default_factory=list)  # [index, wire_bytes, ready offset s, dur s] per bucket (buckets mode)
     fields: dict = field(default_factory=dict)   # what the loop passed to `step_done` (loss, samples, ...)
+    mode: str | None = None  # how DDP's communication was timed: `light`, `buckets`, or None (no DDP model)
 
     def event_fields(self) -> dict:
         "The record as the fields of a `step` event."
         r = lambda x: round(x, 6)
-        return {**self.fields, "step": self.step, "step_s": r(self.step_s), "data_s": r(self.data_s),
-                "compute_s": r(self.compute_s), "comm_s": r(self.comm_s), "comm_busy_s": r(self.comm_busy_s),
-                "comm_bytes": self.comm_bytes, "buckets": self.buckets}
+        out = {**self.fields, "step": self.step, "step_s": r(self.step_s), "data_s": r(self.data_s),
+               "compute_s": r(self.compute_s), "comm_s": r(self.comm_s), "comm_busy_s": r(self.comm_busy_s),
+               "comm_bytes": self.comm_bytes, "buckets": self.buckets}
+        if self.mode: out["profile"] = self.mode
+        return out
 
 def exposed_and_busy(buckets: list[BucketRecord]) -> tuple[float, float]:
     "(seconds the step waited after its last bucket was ready, seconds any bucket was on the wire)."
@@ -120,24 +125,114 @@ def exposed_and_busy(buckets: list[BucketRecord]) -> tuple[float, float]:
         end = b.done_s if end is None else max(end, b.done_s)
     return exposed, busy
 
+# %% ../../nbs/19_profile.ipynb #1b1276bd
+DDP_TIMER_APIS = ("_set_ddp_runtime_logging_sample_rate", "logger.set_runtime_stats_and_log", "logger._get_ddp_logging_data")
+
+def ddp_timers_missing(model) -> str | None:
+    "Why DDP's own reducer timers cannot time `model` (None when they can)."
+    import torch
+    for api in DDP_TIMER_APIS:
+        obj = model
+        for part in api.split("."): obj = getattr(obj, part, None)
+        if obj is None:
+            return f"torch {torch.__version__} has no DistributedDataParallel.{api} (a private API that DDP's timers need)"
+    devices = {p.device for p in model.parameters()}
+    if len(devices) > 1: return f"the module is on {len(devices)} devices ({sorted(map(str, devices))}); DDP times single-device modules only"
+    return None
+
+class DDPTimers:
+    "Communication wait, span and bytes of a DDP model's backward passes, from DDP's own C++ reducer timers (no Python comm hook)."
+    def __init__(self, model,  # a DistributedDataParallel model
+                 hook=None):  # the comm hook DDP runs, if any (for the bytes it sends per element)
+        why = ddp_timers_missing(model)
+        if why: raise NotImplementedError(why)
+        model._set_ddp_runtime_logging_sample_rate(1)  # time every iteration, not the first 10 and then 1 in 100
+        self._logger = model.logger
+        p = next(p for p in model.parameters() if p.requires_grad)
+        grad_bytes = self._data().get("total_parameter_size_bytes") or sum(
+            q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
+        self.wire_bytes = grad_bytes // p.element_size() * wire_bytes_per_element(hook, p.element_size())  # per backward
+        self._last_end = self._data().get("backward_comm_time_end")
+        self.waited_s = self.span_s = 0.0
+        self.backwards = self._forwards = self._reads = 0
+        self._handle = model.register_forward_pre_hook(self._before_forward)
+
+    def _data(self) -> dict:
+        self._logger.set_runtime_stats_and_log()  # the timers of the last synced iteration into figures
+        return self._logger._get_ddp_logging_data().ints_map
+
+    def _before_forward(self, module, args):
+        self._forwards += 1
+        if self._forwards > 1: self.collect()  # a second forward in one step: read the backward before it is overwritten
+
+    def collect(self) -> None:
+        "Add the last DDP backward's figures to this step's, unless they were added already (or no backward ran)."
+        d = self._data()
+        self._reads += 1
+        end = d.get("backward_comm_time_end")
+        if end is None and self._reads == 3:
+            import torch
+            warnings.warn(f"StepProfiler(mode='light'): DDP's logging data in torch {torch.__version__} has no backward_comm_time_end, "
+                          "so communication is not timed; use mode='buckets'")
+        if not end or end == self._last_end: return
+        self._last_end = end
+        span, overlap = d.get("backward_comm_time", 0), d.get("backward_compute_comm_overlap_time", 0)
+        self.waited_s += max(0, span - overlap) / 1e9
+        self.span_s += span / 1e9
+        self.backwards += 1
+
+    def take(self) -> tuple[float, float, int]:
+        "(seconds waited, seconds of communication span, wire bytes) of the DDP backwards since the last `take`."
+        self.collect()
+        out = (self.waited_s, self.span_s, self.backwards * self.wire_bytes)
+        self.waited_s = self.span_s = 0.0
+        self.backwards = self._forwards = 0
+        return out
+
+    def remove(self):
+        "Remove the forward pre-hook."
+        self._handle.remove()
+
 # %% ../../nbs/19_profile.ipynb #259176d9
 EMIT_EVERY_S = 0.2  # how often the writer thread writes the steps' events
+DEFAULT_MODE = "light"  # DDP's own timers: enough for the step breakdown, the straggler rule and bytes per step
+
+def register_hook_as_is(model, state, hook):
+    "Register `hook` on `model`; DDP refuses `bf16_compress_hook` by name on a CPU-only torch build, though gloo all-reduces bfloat16 buckets: on CPU that one goes in under another name."
+    try: model.register_comm_hook(state, hook)
+    except TypeError as e:
+        if "BF16" not in str(e) or next(model.parameters()).device.type != "cpu": raise
+        def bf16_on_cpu(state, bucket): return hook(state, bucket)
+        model.register_comm_hook(state, bf16_on_cpu)
 
 class StepProfiler:
-    "Per-step data wait, compute and communication wait on this rank; DDP buckets timed by a recording comm hook."
-    def __init__(self, model=None,  # a DistributedDataParallel model whose buckets to time (or None)
-                 hook=None,  # the comm hook to run inside the recorder (default: plain all-reduce)
+    "Per-step data wait, compute and communication wait on this rank; DDP's communication from its own timers or from every bucket."
+    def __init__(self, model=None,  # a DistributedDataParallel model whose communication to time (or None)
+                 hook=None,  # the comm hook DDP should run (buckets: inside the recorder; default: plain all-reduce)
                  hook_state=None,  # the state `hook` expects (None: the model's process group, what torch's hooks take)
                  emit_events: bool = True,  # write `step` events when running under distlab
-                 keep_buckets: bool = True):  # keep per-bucket rows in each record and event
+                 keep_buckets: bool = True,  # buckets mode: keep per-bucket rows in each record and event
+                 mode: str | None = None):  # `light` or `buckets`; None: `buckets` when a `hook` is given, else `light`
+        if mode is not None and mode not in PROFILE_MODES:
+            raise ValueError(f"StepProfiler(mode={mode!r}): use one of {', '.join(PROFILE_MODES)} (or None)")
         self.records: list[StepRecord] = []
         self._buckets: list[BucketRecord] = []
         self.keep_buckets, self.emit_events = keep_buckets, emit_events and rank_writer() is not None
         self._step, self._start, self._data_s, self._comm_s, self._comm_bytes = 0, None, 0.0, 0.0, 0
         self._unsent: list[StepRecord] = []  # records whose events the writer thread has not written yet
-        self._writer = None
-        if model is not None:
-            state = hook_state if hook_state is not None else getattr(model, "process_group", None)
+        self._writer, self._timers = None, None
+        self.mode = None if model is None else mode or ("buckets" if hook is not None else DEFAULT_MODE)
+        if model is None: return
+        state = hook_state if hook_state is not None else getattr(model, "process_group", None)
+        if self.mode == "light":
+            try: self._timers = DDPTimers(model, hook)
+            except NotImplementedError as e:
+                warnings.warn(f"StepProfiler(mode='light'): {e}; timing every bucket instead (mode='buckets', a Python comm hook: "
+                              "50-100 us per bucket)", stacklevel=2)
+                self.mode = "buckets"
+            else:
+                if hook is not None: register_hook_as_is(model, state, hook)
+        if self.mode == "buckets":
             model.register_comm_hook(state, recording_hook(hook, self._buckets))
 
     def _begin(self):
@@ -163,19 +258,24 @@ class StepProfiler:
         finally:
             self._comm_s += time.perf_counter() - t0; self._comm_bytes += nbytes
 
+    def _ddp_comm(self) -> tuple[float, float, int, list]:
+        "(seconds waited, seconds busy, wire bytes, bucket rows) of this step's DDP communication."
+        if self._timers is not None: return (*self._timers.take(), [])
+        bs, self._buckets[:] = list(self._buckets), []
+        resolve_cuda(bs)
+        exposed, busy = exposed_and_busy(bs)
+        rows = [[b.index, b.wire_bytes, round(b.ready_s - self._start, 6), round(b.dur_s, 6)] for b in bs] if self.keep_buckets else []
+        return exposed, busy, sum(b.wire_bytes for b in bs), rows
+
     def step_done(self, **fields) -> StepRecord:
         "Close the current step; `fields` (loss, samples, ...) go into its record and event."
         self._begin()
         end = time.perf_counter()
-        bs, self._buckets[:] = list(self._buckets), []
-        resolve_cuda(bs)
-        exposed, busy = exposed_and_busy(bs)
+        waited, busy, nbytes, rows = self._ddp_comm()
         step_s = end - self._start
-        comm_s = min(self._comm_s + exposed, max(0.0, step_s - self._data_s))
-        rows = [[b.index, b.wire_bytes, round(b.ready_s - self._start, 6), round(b.dur_s, 6)]
-                for b in bs] if self.keep_buckets else []
+        comm_s = min(self._comm_s + waited, max(0.0, step_s - self._data_s))
         rec = StepRecord(self._step, step_s, self._data_s, max(0.0, step_s - self._data_s - comm_s), comm_s,
-                         self._comm_s + busy, self._comm_bytes + sum(b.wire_bytes for b in bs), rows, fields)
+                         self._comm_s + busy, self._comm_bytes + nbytes, rows, fields, self.mode)
         self.records.append(rec)
         if self.emit_events:
             self._unsent.append(rec)

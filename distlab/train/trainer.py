@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSamp
 
 from ..config import TrainerConfig, TrainConfig
 from ..rank.events import emit
-from ..rank.profile import StepProfiler
+from ..rank.profile import StepProfiler, DEFAULT_MODE, register_hook_as_is
 
 # %% auto #0
 __all__ = ['seed_everything', 'rng_state', 'set_rng_state', 'model_blocks', 'warmup_factor', 'comm_hook', 'RecordingSampler',
@@ -262,11 +262,12 @@ class DDPTrainer(Trainer):
                    gradient_as_bucket_view=c.gradient_as_bucket_view, **opts)
 
     def build_profiler(self) -> StepProfiler:
-        "Times every DDP bucket (running the configured comm hook inside the recorder), or only the phases when `profile` is off."
+        "Times DDP's communication in the configured `profile` mode (`light`: DDP's own timers; `buckets`: every bucket, the comm hook run inside the recorder), or only the phases when `profile` is off."
         hook, state = (self.custom_hook, lambda pg: pg) if self.custom_hook is not None else comm_hook(self.cfg.comm_hook, self.backend)
         if self.cfg.profile:
-            return StepProfiler(self.model, hook=hook, hook_state=state(self.model.process_group) if hook else None, emit_events=self.emit_events)
-        if hook: self.model.register_comm_hook(state(self.model.process_group), hook)
+            mode = DEFAULT_MODE if self.cfg.profile is True else self.cfg.profile
+            return StepProfiler(self.model, mode=mode, hook=hook, hook_state=state(self.model.process_group) if hook else None, emit_events=self.emit_events)
+        if hook: register_hook_as_is(self.model, state(self.model.process_group), hook)
         return StepProfiler(None, emit_events=self.emit_events)
 
     def sync_context(self, last: bool):
