@@ -156,10 +156,7 @@ register(Scenario(
                 "communication profile shows bytes per sample and the step's wait for communication before "
                 "and after.",
     rank_fn="distlab.scenarios.communication:ddp_training",
-    train={"model": {"kind": "mlp", "in_dim": 256, "hidden": 1024, "layers": 2, "out_dim": 10},
-           # 25 MiB given, not left to DDP's default: DDP then makes its first bucket 25 MiB too (by default 1 MiB), so
-           # the 5.3 MB of gradients cross the link as one bucket; two buckets pay two all-reduces' fixed costs too
-           "trainer": {"bucket_cap_mb": 25}},
+    train={"model": {"kind": "mlp", "in_dim": 256, "hidden": 1024, "layers": 2, "out_dim": 10}},
     default_nproc=2, timeout_s=120.0,
     variants={
         "broken": Variant(name="broken", description="float32 gradients all-reduced every step over the emulated 1 Gbit/s link",
