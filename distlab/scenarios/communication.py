@@ -4,24 +4,20 @@
 
 # %% ../../nbs/43b_communication.ipynb #295191eb
 from __future__ import annotations
-import dataclasses, queue, statistics, threading, time
-from contextlib import nullcontext
+import queue, statistics, threading, time
 import torch
-import torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from ..config import ModelConfig
 from ..rank.events import read_events, event_ranks
-from ..rank.profile import StepProfiler, wire_bytes_per_element
+from ..rank.profile import wire_bytes_per_element
 from ..rank.worker import RankContext
-from ..train.data import SyntheticDataset, make_loader
+from ..train.data import SyntheticDataset
 from ..train.models import build_model, param_count
+from ..train.trainer import comm_hook, trainer_from_context
 from . import Scenario, Variant, Expect, Measured, register, get_scenario
 
 # %% auto #0
-__all__ = ['LINK_BYTES_PER_S', 'ring_allreduce_link_s', 'EmulatedLink', 'slow_link_hook', 'profiled_training', 'step_figures',
+__all__ = ['LINK_BYTES_PER_S', 'ring_allreduce_link_s', 'EmulatedLink', 'slow_link_hook', 'ddp_training', 'step_figures',
            'check_slow_link_broken', 'check_slow_link_bf16', 'check_slow_link_accumulate', 'check_small_buckets_broken',
            'check_small_buckets_fixed']
 
@@ -66,29 +62,17 @@ def slow_link_hook(hook, link: EmulatedLink):
     return over_link
 
 # %% ../../nbs/43b_communication.ipynb #2fc254fc
-def profiled_training(ctx: RankContext):
-    "DDP training with a StepProfiler: params `steps`, `accumulate`, `batch_size`, `bucket_cap_mb`, `hook` (`allreduce`/`bf16`), `link` (emulate 1 Gbit/s)."
+def ddp_training(ctx: RankContext):
+    "DDPTrainer for `steps` optimizer steps of `batch_size`-sample micro-batches, with the variant's `trainer` switches; with `link`, every bucket crosses the emulated 1 Gbit/s link."
     ctx.init()
     p, cfg = ctx.params, ctx.cfg
-    steps, k, batch = p["steps"], p.get("accumulate", 1), p["batch_size"]
-    ds = SyntheticDataset(steps * k * batch * ctx.world_size, cfg.model, cfg.data.seed)
-    loader = make_loader(ds, dataclasses.replace(cfg.data, batch_size=batch, drop_last=True), ctx.rank, ctx.world_size)
-    model = DDP(build_model(cfg.model).to(ctx.device), bucket_cap_mb=p.get("bucket_cap_mb", 25))
-    hook = {"allreduce": default_hooks.allreduce_hook, "bf16": default_hooks.bf16_compress_hook}[p.get("hook", "allreduce")]
-    if p.get("link"): hook = slow_link_hook(hook, EmulatedLink(ctx.world_size))
-    prof = StepProfiler(model, hook=hook)
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
-    done = 0
-    for i, (x, y) in enumerate(prof.data(loader)):
-        last = (i + 1) % k == 0
-        with (nullcontext() if last else model.no_sync()):
-            loss = nn.functional.cross_entropy(model(x.to(ctx.device)), y.to(ctx.device)) / k
-            loss.backward()
-        if not last: continue
-        opt.step(); opt.zero_grad(set_to_none=True)
-        prof.step_done(samples=k * batch, loss=round(loss.item() * k, 4))
-        done += 1
-    ctx.loop_done(done)
+    switches = p.get("trainer", {})
+    per_step = switches.get("accumulate", 1) * p["batch_size"] * ctx.world_size  # samples per optimizer step, all ranks
+    ds = SyntheticDataset(p["steps"] * per_step, cfg.model, cfg.data.seed)  # exactly `steps` steps in one epoch
+    hook = None
+    if p.get("link"):  # EMULATION: the configured hook's all-reduce, completed no sooner than the slow link allows
+        hook = slow_link_hook(comm_hook(switches.get("comm_hook") or "allreduce", ctx.backend)[0], EmulatedLink(ctx.world_size))
+    trainer_from_context(ctx, dataset=ds, batch_size=p["batch_size"], max_steps=p["steps"], comm_hook=hook).fit()
 
 # %% ../../nbs/43b_communication.ipynb #bbf68507
 def step_figures(run_dir, skip: int = 1) -> dict:
@@ -140,7 +124,7 @@ def check_slow_link_bf16(result) -> Measured:
 def check_slow_link_accumulate(result) -> Measured:
     "Accumulation over k micro-batches: k times fewer bytes per sample, and a wait for communication per sample below float32's floor."
     m = _slow_link_measured(result, "fixed-accumulate")
-    f, k = m.figures, get_scenario("slow-link").variants["fixed-accumulate"].params["accumulate"]
+    f, k = m.figures, get_scenario("slow-link").variants["fixed-accumulate"].params["trainer"]["accumulate"]
     broken_per_sample = f["fp32_grad_bytes"] / get_scenario("slow-link").variants["broken"].params["batch_size"]
     if f["fixed-accumulate_bytes_per_sample"] != broken_per_sample / k:
         m.problems.append(f"bytes per sample {f['fixed-accumulate_bytes_per_sample']}, expected {broken_per_sample / k} ({k} x fewer)")
@@ -164,13 +148,14 @@ register(Scenario(
                 "completion until its bytes would have crossed a 1 Gbit/s link, one bucket after another; the real "
                 "all-reduce still runs over loopback. Tuning NCCL's algorithm or channels (guide 004) cannot beat "
                 "the wire; fewer bytes per sample can: compress gradients to bfloat16 on the wire "
-                "(`model.register_comm_hook(None, bf16_compress_hook)`, half the bytes, numerically safe for "
-                "most models; PowerSGD, from guide 000, compresses further but does not run on gloo), or "
-                "accumulate gradients over k micro-batches under `model.no_sync()` (guides 001, 004) so that "
-                "one all-reduce serves k times the samples, at the cost of a larger effective batch. The "
+                "(`model.register_comm_hook(None, bf16_compress_hook)`, `TrainerConfig(comm_hook='bf16_compress')` "
+                "in distlab's trainer; half the bytes, numerically safe for most models; PowerSGD, from guide 000, "
+                "compresses further but does not run on gloo), or accumulate gradients over k micro-batches under "
+                "`model.no_sync()` (guides 001, 004; `TrainerConfig(accumulate=k)`) so that one all-reduce serves k "
+                "times the samples, at the cost of a larger effective batch. The "
                 "communication profile shows bytes per sample and the step's wait for communication before "
                 "and after.",
-    rank_fn="distlab.scenarios.communication:profiled_training",
+    rank_fn="distlab.scenarios.communication:ddp_training",
     train={"model": {"kind": "mlp", "in_dim": 256, "hidden": 1024, "layers": 2, "out_dim": 10}},
     default_nproc=2, timeout_s=120.0,
     variants={
@@ -179,12 +164,12 @@ register(Scenario(
                           expect=Expect(status="ok", equal_steps=True,
                                         checks=("distlab.scenarios.communication:check_slow_link_broken",))),
         "fixed": Variant(name="fixed", description="bf16_compress_hook: gradients cross the link as bfloat16 (half the bytes)",
-                         params={"steps": 8, "batch_size": 8, "link": True, "hook": "bf16"},
+                         params={"steps": 8, "batch_size": 8, "link": True, "trainer": {"comm_hook": "bf16_compress"}},
                          expect=Expect(status="ok", equal_steps=True,
                                        checks=("distlab.scenarios.communication:check_slow_link_bf16",))),
         "fixed-accumulate": Variant(name="fixed-accumulate",
                                     description="4 micro-batches per optimizer step, the first 3 under no_sync(): one all-reduce per 4 x the samples",
-                                    params={"steps": 8, "batch_size": 8, "accumulate": 4, "link": True},
+                                    params={"steps": 8, "batch_size": 8, "link": True, "trainer": {"accumulate": 4}},
                                     expect=Expect(status="ok", equal_steps=True,
                                                   checks=("distlab.scenarios.communication:check_slow_link_accumulate",))),
     }))
@@ -224,12 +209,12 @@ register(Scenario(
                 "(guide 003's DDP options, `gradient_as_bucket_view` and `static_graph`, save memory and "
                 "bookkeeping but not this cost). Much larger buckets are not free either: the first all-reduce "
                 "then waits for most of backward, and overlap is lost.",
-    rank_fn="distlab.scenarios.communication:profiled_training",
+    rank_fn="distlab.scenarios.communication:ddp_training",
     train={"model": {"kind": "mlp", "in_dim": 64, "hidden": 64, "layers": 48, "out_dim": 10}},
     default_nproc=2, timeout_s=120.0,
     variants={
         "broken": Variant(name="broken", description="DDP(model, bucket_cap_mb=0.005): a bucket per layer",
-                          params={"steps": 12, "batch_size": 32, "bucket_cap_mb": 0.005},
+                          params={"steps": 12, "batch_size": 32, "trainer": {"bucket_cap_mb": 0.005}},
                           expect=Expect(status="ok", equal_steps=True,
                                         checks=("distlab.scenarios.communication:check_small_buckets_broken",))),
         "fixed": Variant(name="fixed", description="DDP(model): the default 25 MB buckets",

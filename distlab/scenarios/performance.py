@@ -8,48 +8,19 @@ import os, statistics, time
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import Dataset
 
 from ..rank.events import read_events, event_ranks
-from ..rank.profile import StepProfiler
 from ..rank.worker import RankContext
 from ..train.data import SyntheticDataset
-from ..train.models import build_model
+from ..train.trainer import trainer_from_context
 from . import Scenario, Variant, Expect, Measured, register
 
 # %% auto #0
-__all__ = ['WARMUP_STEPS', 'MIN_REBALANCE_SPEEDUP', 'MIN_BROKEN_DATA_SHARE', 'MAX_FIXED_DATA_SHARE', 'profiled_training',
-           'rank_events', 'rank_medians', 'ShareBatches', 'shares_by_speed', 'global_mean_loss', 'straggler',
-           'check_straggler_broken', 'check_straggler_fixed', 'SlowSamples', 'dataloader_bottleneck',
-           'check_data_starved', 'check_data_fed', 'cores_available', 'threads_per_rank', 'oversubscribed_threads',
-           'check_threads_over', 'check_threads_fit']
-
-# %% ../../nbs/43_performance.ipynb #b366226b
-def profiled_training(ctx: RankContext, model: DDP, batches,  # (x, y) pairs, one per step
-                      *, steps: int,  # at most this many steps (fewer if `batches` ends first)
-                      compute=None,  # compute(x, y) -> loss; default: cross-entropy of model(x)
-                      on_step=None,  # on_step(profiler, record) after each step
-                      opt=None,  # default: SGD at the config's learning rate
-                      fields: dict | None = None) -> StepProfiler:  # added to every `step` event
-    "Train `model` on `batches` under a `StepProfiler` (one `step` event per step with loss and samples); returns the profiler."
-    prof = StepProfiler(model)
-    opt = opt or torch.optim.SGD(model.parameters(), lr=ctx.cfg.lr)
-    compute = compute or (lambda x, y: nn.functional.cross_entropy(model(x), y))
-    n = 0
-    for x, y in prof.data(batches):
-        x, y = x.to(ctx.device), y.to(ctx.device)
-        loss = compute(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()  # DDP all-reduces the gradients here, bucket by bucket
-        opt.step()
-        rec = prof.step_done(loss=round(loss.item(), 4), samples=len(x), **(fields or {}))
-        n += 1
-        if on_step is not None: on_step(prof, rec)
-        if n >= steps: break
-    prof.close()
-    ctx.loop_done(n)
-    return prof
+__all__ = ['WARMUP_STEPS', 'MIN_REBALANCE_SPEEDUP', 'MIN_BROKEN_DATA_SHARE', 'MAX_FIXED_DATA_SHARE', 'rank_events',
+           'rank_medians', 'ShareBatches', 'shares_by_speed', 'global_mean_loss', 'straggler', 'check_straggler_broken',
+           'check_straggler_fixed', 'SlowSamples', 'dataloader_bottleneck', 'check_data_starved', 'check_data_fed',
+           'cores_available', 'threads_per_rank', 'oversubscribed_threads', 'check_threads_over', 'check_threads_fit']
 
 # %% ../../nbs/43_performance.ipynb #2c6afb29
 WARMUP_STEPS = 2  # left out of every median: DDP builds its buckets in the first step
@@ -70,7 +41,7 @@ def rank_medians(run_dir, from_step: int = WARMUP_STEPS, to_step: int | None = N
         m["samples"] = statistics.median(e.get("samples") or 0 for e in evs)
         m["data_share"] = sum(e["data_s"] for e in evs) / max(sum(e["step_s"] for e in evs), 1e-12)
         out[r] = {**m, "steps": len(evs), **{k: evs[-1][k] for k in ("threads", "cores") if k in evs[-1]}}
-    if not out: raise ValueError(f"no profiled step events in {run_dir}: did the ranks train with profiled_training?")
+    if not out: raise ValueError(f"no profiled step events in {run_dir}: did the ranks train through a DDPTrainer with profile on?")
     return out
 
 def _ms(s: float) -> float: return round(s * 1e3, 2)
@@ -110,23 +81,22 @@ def straggler(ctx: RankContext):
     ctx.init()
     p, cfg, world = ctx.params, ctx.cfg, ctx.world_size
     B, k, slow_rank = p["global_batch"], p["calibrate_steps"], world - 1
-    model = DDP(build_model(cfg.model).to(ctx.device))
-    batches = ShareBatches(SyntheticDataset(cfg.data.samples, cfg.model, cfg.data.seed), shares_by_speed(B, [1.0] * world),
-                           ctx.rank, p["steps"])
+    ds = SyntheticDataset(cfg.data.samples, cfg.model, cfg.data.seed)
+    batches = ShareBatches(ds, shares_by_speed(B, [1.0] * world), ctx.rank, p["steps"])
     delay_s = p["slow_s_per_sample"] if ctx.rank == slow_rank else 0.0
-    def compute(x, y):
-        out = model(x)
-        if delay_s: time.sleep(delay_s * len(x))  # EMULATION: a slower device; the host waits for its kernels
+    def slow_device_loss(out, y):  # runs after forward, before backward
+        if delay_s: time.sleep(delay_s * len(y))  # EMULATION: a slower device; the host waits for its kernels
         return global_mean_loss(out, y, B, world)
-    def rebalance(prof, rec):
-        if not p["rebalance"] or (rec.step + 1) % k or (rec.step + 1) // k > p["rounds"]: return
+    def rebalance(trainer, rec: dict):
+        step, prof = rec["step"], trainer.profiler
+        if not p["rebalance"] or (step + 1) % k or (step + 1) // k > p["rounds"]: return
         compute_s = statistics.median(r.compute_s for r in prof.records[-(k - 1):])  # since the last re-split
         mine = torch.tensor([batches.shares[ctx.rank] / compute_s], dtype=torch.float64)  # samples per second
         speeds = [torch.zeros_like(mine) for _ in range(world)]
         with prof.comm(): dist.all_gather(speeds, mine)
         batches.shares = shares_by_speed(B, [float(s) for s in speeds])
-        if ctx.rank == 0: print(f"step {rec.step}: samples/s per rank {[round(float(s)) for s in speeds]}; shares now {batches.shares}", flush=True)
-    profiled_training(ctx, model, batches, steps=p["steps"], compute=compute, on_step=rebalance)
+        if ctx.rank == 0: print(f"step {step}: samples/s per rank {[round(float(s)) for s in speeds]}; shares now {batches.shares}", flush=True)
+    trainer_from_context(ctx, dataset=ds, loader=batches, loss_fn=slow_device_loss, on_step=rebalance, max_steps=p["steps"]).fit()
 
 # %% ../../nbs/43_performance.ipynb #db1c60f4
 def _straggler_figures(med: dict[int, dict]) -> dict:
@@ -180,12 +150,8 @@ def dataloader_bottleneck(ctx: RankContext):
     ctx.init()
     p, cfg = ctx.params, ctx.cfg
     ds = SlowSamples(SyntheticDataset(cfg.data.samples, cfg.model, cfg.data.seed), p["io_s"])
-    workers = p["workers"]
-    extra = {"prefetch_factor": p["prefetch"], "persistent_workers": True} if workers else {}
-    loader = DataLoader(ds, batch_size=cfg.data.batch_size, sampler=DistributedSampler(ds, ctx.world_size, ctx.rank, shuffle=False),
-                        num_workers=workers, drop_last=True, **extra)
-    model = DDP(build_model(cfg.model).to(ctx.device))
-    profiled_training(ctx, model, loader, steps=p["steps"], fields={"workers": workers})
+    workers = p["workers"]  # BROKEN: 0, every sample read in the training process
+    trainer_from_context(ctx, dataset=ds, num_workers=workers, max_steps=p["steps"], step_fields={"workers": workers}).fit()
 
 # %% ../../nbs/43_performance.ipynb #d4572b70
 def _data_figures(result, variant: str) -> Measured:
@@ -230,9 +196,9 @@ def oversubscribed_threads(ctx: RankContext):
     ctx.init()
     cfg = ctx.cfg
     ds = SyntheticDataset(cfg.data.samples, cfg.model, cfg.data.seed)
-    batches = ShareBatches(ds, [cfg.data.batch_size] * ctx.world_size, ctx.rank, p["steps"])
-    profiled_training(ctx, DDP(build_model(cfg.model).to(ctx.device)), batches, steps=p["steps"],
-                      fields={"threads": torch.get_num_threads(), "cores": cores, "local_ranks": local})
+    batches = ShareBatches(ds, [cfg.data.batch_size] * ctx.world_size, ctx.rank, p["steps"])  # in memory: no data wait to blur compute
+    fields = {"threads": torch.get_num_threads(), "cores": cores, "local_ranks": local}
+    trainer_from_context(ctx, dataset=ds, loader=batches, max_steps=p["steps"], step_fields=fields).fit()
 
 # %% ../../nbs/43_performance.ipynb #2e4ced25
 def _threads_figures(result, variant: str) -> Measured:
@@ -313,16 +279,17 @@ register(Scenario(
                 "workers here, since both cores already run the ranks; on a real node workers help CPU-bound "
                 "decoding only up to the spare cores, which is why guide 003 divides the cores by the ranks. "
                 "The StepProfiler's data wait is the number to watch: broken, it is most of the step; fixed "
-                "with 4 workers and a prefetch of 4 batches each, it almost disappears.",
+                "with 4 workers (the trainer's `num_workers=4`; DataLoader's default of 2 batches prefetched per worker "
+                "keeps ahead of the step here), it almost disappears.",
     rank_fn=f"{_P}:dataloader_bottleneck",
     train={"model": {**_MODEL, "hidden": 1024}, "data": {"samples": 4096, "batch_size": 32}},  # a step long enough that a batch handed over from a worker (~2.5 ms here) is a small part of it
     default_nproc=2, timeout_s=120.0,
     variants={
         "broken": Variant(name="broken", description="num_workers=0: every sample read and decoded in the training process",
-                          params={"io_s": 0.0008, "workers": 0, "prefetch": 2, "steps": 30},
+                          params={"io_s": 0.0008, "workers": 0, "steps": 30},
                           expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_data_starved",))),
-        "fixed": Variant(name="fixed", description="4 persistent DataLoader workers per rank, 4 batches prefetched each",
-                         params={"io_s": 0.0008, "workers": 4, "prefetch": 4, "steps": 30},
+        "fixed": Variant(name="fixed", description="num_workers=4: 4 DataLoader workers per rank load batches ahead of the step",
+                         params={"io_s": 0.0008, "workers": 4, "steps": 30},
                          expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_data_fed",))),
     }))
 
