@@ -5,6 +5,7 @@
 # %% ../../nbs/43b_communication.ipynb #295191eb
 from __future__ import annotations
 import queue, statistics, threading, time
+from dataclasses import replace
 import torch
 
 from ..config import ModelConfig
@@ -72,7 +73,8 @@ def ddp_training(ctx: RankContext):
     hook = None
     if p.get("link"):  # EMULATION: the configured hook's all-reduce, completed no sooner than the slow link allows
         hook = slow_link_hook(comm_hook(switches.get("comm_hook") or "allreduce", ctx.backend)[0], EmulatedLink(ctx.world_size))
-    trainer_from_context(ctx, dataset=ds, batch_size=p["batch_size"], max_steps=p["steps"], comm_hook=hook).fit()
+    per_bucket = replace(cfg.trainer, profile="buckets")  # this family reads every bucket (light mode keeps no bucket rows)
+    trainer_from_context(ctx, dataset=ds, batch_size=p["batch_size"], max_steps=p["steps"], comm_hook=hook, trainer_cfg=per_bucket).fit()
 
 # %% ../../nbs/43b_communication.ipynb #bbf68507
 def step_figures(run_dir, skip: int = 1) -> dict:

@@ -85,7 +85,7 @@ def collective_rows(tracks: dict[int, RankTrack],  # rank -> its track (a run's,
     return rows
 
 def bucket_rows(tracks: dict[int, RankTrack], world_size: int) -> list[CommRow]:
-    "A row per DDP bucket of every `step` event that carries `buckets` ([index, wire bytes, ready offset s, dur s])."
+    "A row per DDP bucket of every `step` event that carries `buckets` ([index, wire bytes, ready offset s, dur s]); a light-mode step (DDP's own timers, no per-bucket figures) gives one row for all its buckets: its `comm_bytes` over its `comm_busy_s`."
     rows = []
     for r, t in sorted(tracks.items()):
         for ev in t.step_events:
@@ -93,6 +93,9 @@ def bucket_rows(tracks: dict[int, RankTrack], world_size: int) -> list[CommRow]:
                 if dur and dur > 0:
                     rows.append(CommRow(rank=r, source="bucket", op="all_reduce", group="world", n=world_size,
                                         nbytes=int(wire), dur_s=dur, step=ev.get("step"), bucket=idx, start_s=ready))
+            if ev.get("profile") == "light" and (ev.get("comm_bytes") or 0) > 0 and (ev.get("comm_busy_s") or 0) > 0:
+                rows.append(CommRow(rank=r, source="bucket", op="all_reduce", group="world", n=world_size,
+                                    nbytes=int(ev["comm_bytes"]), dur_s=ev["comm_busy_s"], step=ev.get("step"), start_s=0.0))
     return rows
 
 # %% ../../nbs/29b_comm.ipynb #b2b81967
