@@ -2,10 +2,11 @@
 collective, line), each fixed variant runs clean, the broken diagnosis is the same in 10 of 10 runs, and no process
 of any run survives it. The first of the ten runs of each broken variant, and the one run of each fixed variant, are
 the walkthrough's (examples/01_hangs_and_mismatches.ipynb, run once per session by the `walkthroughs` fixture)."""
-import inspect, os
+import inspect, os, threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 import pytest
 from distlab.scenarios import hangs
 from distlab.scenarios import SCENARIOS, run_scenario
@@ -16,7 +17,7 @@ HANGS = sorted(s.id for s in SCENARIOS.values() if s.family == "hangs")
 NPROC = 2  # the walkthrough's world size; tests/test_cli.py runs uneven-batches broken and fixed at world 4
 WALKTHROUGH = "01_hangs_and_mismatches"
 REPEATS = 10  # issue 3: the same diagnosis 10 of 10 times (the walkthrough's run is the first)
-CONCURRENT = 2  # the other nine of every scenario, two runs side by side (see test_broken_diagnosis_is_the_same_every_time)
+CONCURRENT = 2  # jobs side by side: the other nine runs of every scenario start beside the walkthrough (one run at a time), then go two at a time
 
 pytestmark = pytest.mark.timeout(900)  # the first test here may be the one that runs the walkthrough
 
@@ -49,9 +50,25 @@ def signature(o) -> tuple:
 
 
 @pytest.fixture(scope="module")
-def outcomes(walkthroughs):
+def background_repeats(tmp_path_factory):
+    "The other REPEATS - 1 broken runs of every hangs scenario, started now in the background, at most CONCURRENT jobs at a time."
+    root, slots = tmp_path_factory.mktemp("repeats"), threading.BoundedSemaphore(CONCURRENT)
+    jobs = [sid for _ in range(REPEATS - 1) for sid in HANGS]  # round robin: runs that wait sit beside runs that compute
+    def one(sid):
+        with slots:
+            try: return run(root, sid, "broken", NPROC)
+            except Exception as e: return e
+    pool = ThreadPoolExecutor(CONCURRENT)
+    yield SimpleNamespace(slots=slots, futures=[(sid, pool.submit(one, sid)) for sid in jobs])
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="module")
+def outcomes(walkthroughs, background_repeats):
     "Every hangs scenario, broken and fixed, at world 2: the runs of the walkthrough (one per variant)."
-    out = {k: o for k, o in walkthroughs.by_variant(WALKTHROUGH).items() if k[0] in HANGS}
+    with background_repeats.slots:  # the walkthrough, one run at a time, is one of the CONCURRENT jobs while it runs
+        runs = walkthroughs.by_variant(WALKTHROUGH)
+    out = {k: o for k, o in runs.items() if k[0] in HANGS}
     assert set(out) == {(sid, v) for sid in HANGS for v in ("broken", "fixed")}, sorted(out)
     assert {o.nproc for o in out.values()} == {NPROC}
     for o in out.values(): gone_within(Path(o.run_dir).name)
@@ -149,17 +166,10 @@ def test_trainer_steps_reach_the_events_and_the_progress_plot(outcomes):
 
 
 @pytest.fixture(scope="module")
-def repeats(outcomes, tmp_path_factory):
-    "REPEATS broken runs of every hangs scenario: the walkthrough's, then the others, all in one pool of CONCURRENT jobs."
-    root = tmp_path_factory.mktemp("repeats")
-    jobs = [sid for _ in range(REPEATS - 1) for sid in HANGS]  # round robin: runs that wait sit beside runs that compute
-    def one(sid):
-        try: return run(root, sid, "broken", NPROC)
-        except Exception as e: return e
-    with ThreadPoolExecutor(CONCURRENT) as pool:
-        done = list(pool.map(one, jobs))
+def repeats(outcomes, background_repeats):
+    "REPEATS broken runs of every hangs scenario: the walkthrough's first, then the background ones."
     out = {sid: [outcomes[sid, "broken"]] for sid in HANGS}
-    for sid, o in zip(jobs, done): out[sid].append(o)
+    for sid, f in background_repeats.futures: out[sid].append(f.result())
     return out
 
 
