@@ -1,19 +1,25 @@
-"""The hangs family on real torchrun ranks: each broken variant gets its diagnosis (kind, culprit rank, collective,
-line), each fixed variant runs clean, the broken diagnosis is the same in 10 of 10 runs, and no process of any
-run survives it."""
-import inspect
+"""The hangs family on real torchrun ranks at world 2: each broken variant gets its diagnosis (kind, culprit rank,
+collective, line), each fixed variant runs clean, the broken diagnosis is the same in 10 of 10 runs, and no process
+of any run survives it. The first of the ten runs of each broken variant, and the one run of each fixed variant, are
+the walkthrough's (examples/01_hangs_and_mismatches.ipynb, run once per session by the `walkthroughs` fixture)."""
+import inspect, os, threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 import pytest
 from distlab.scenarios import hangs
 from distlab.scenarios import SCENARIOS, run_scenario
+from distlab.train.trainer import Trainer
 from helpers import gone_within
 
 HANGS = sorted(s.id for s in SCENARIOS.values() if s.family == "hangs")
-ONCE = [s for s in HANGS if s != "uneven-batches"]  # tests/test_cli.py runs uneven-batches broken and fixed at world 4
-REPEATS, REPEAT_NPROC = 10, 2
-CONCURRENT = 2  # repeats two at a time: on 2 cores (under other load), 3 passes of all 70 gave one diagnosis each
+NPROC = 2  # the walkthrough's world size; tests/test_cli.py runs uneven-batches broken and fixed at world 4
+WALKTHROUGH = "01_hangs_and_mismatches"
+REPEATS = 10  # issue 3: the same diagnosis 10 of 10 times (the walkthrough's run is the first)
+CONCURRENT = 2  # jobs side by side: the other nine runs of every scenario start beside the walkthrough (one run at a time), then go two at a time
+
+pytestmark = pytest.mark.timeout(900)  # the first test here may be the one that runs the walkthrough
 
 
 def run(tmp_path, sid: str, variant: str, nproc: int):
@@ -23,12 +29,15 @@ def run(tmp_path, sid: str, variant: str, nproc: int):
     return o
 
 
-def hangs_line(fn, snippet: str) -> str:
-    "`hangs.py:N`, N the line of `fn` (in distlab.scenarios.hangs) whose statement starts with `snippet`."
+def source_line(fn, snippet: str) -> str:
+    "`file.py:N`, N the line of `fn` whose statement starts with `snippet`."
     lines, start = inspect.getsourcelines(fn)
     hits = [start + i for i, l in enumerate(lines) if l.strip().startswith(snippet)]
     assert len(hits) == 1, f"{snippet!r} is on {len(hits)} lines of {fn.__name__}"
-    return f"hangs.py:{hits[0]}"
+    return f"{os.path.basename(inspect.getsourcefile(fn))}:{hits[0]}"
+
+hangs_line = source_line
+GRADIENT_ALL_REDUCE = source_line(Trainer.forward_backward, "(self.scaler.scale(scaled)")  # the trainer's backward: DDP's buckets
 
 
 def signature(o) -> tuple:
@@ -40,13 +49,47 @@ def signature(o) -> tuple:
     return (d["kind"], tuple(d["culprit_ranks"]), c.get("op"), c.get("site"), c.get("culprit_op"), c.get("culprit_site"))
 
 
+@pytest.fixture(scope="module")
+def background_repeats(tmp_path_factory):
+    "The other REPEATS - 1 broken runs of every hangs scenario, started now in the background, at most CONCURRENT jobs at a time."
+    root, slots = tmp_path_factory.mktemp("repeats"), threading.BoundedSemaphore(CONCURRENT)
+    jobs = [sid for _ in range(REPEATS - 1) for sid in HANGS]  # round robin: runs that wait sit beside runs that compute
+    def one(sid):
+        with slots:
+            try: return run(root, sid, "broken", NPROC)
+            except Exception as e: return e
+    pool = ThreadPoolExecutor(CONCURRENT)
+    yield SimpleNamespace(slots=slots, futures=[(sid, pool.submit(one, sid)) for sid in jobs])
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="module")
+def outcomes(walkthroughs, background_repeats):
+    "Every hangs scenario, broken and fixed, at world 2: the runs of the walkthrough (one per variant)."
+    with background_repeats.slots:  # the walkthrough, one run at a time, is one of the CONCURRENT jobs while it runs
+        runs = walkthroughs.by_variant(WALKTHROUGH)
+    out = {k: o for k, o in runs.items() if k[0] in HANGS}
+    assert set(out) == {(sid, v) for sid in HANGS for v in ("broken", "fixed")}, sorted(out)
+    assert {o.nproc for o in out.values()} == {NPROC}
+    for o in out.values(): gone_within(Path(o.run_dir).name)
+    return out
+
+
 # what each broken variant must show at world size `nproc`, beyond its Expect (kind, culprits, status)
+def check_uneven_batches(d, o, nproc):
+    c = d["collective"]
+    assert (c["op"], c["culprit_op"]) == ("all_reduce", "barrier") and d["culprit_ranks"] == [nproc - 1]
+    assert c["culprit_site"] == hangs_line(hangs.uneven_batches, "dist.barrier()")  # the end of the epoch
+    assert c["site"] == GRADIENT_ALL_REDUCE  # the others' next step
+    assert o.steps_per_rank == {r: 7 for r in range(nproc)}, o.steps_per_rank  # 7 steps done everywhere: none lost
+
 def check_rank_conditional(d, o, nproc):
     c = d["collective"]
     assert (c["op"], c["culprit_op"]) == ("all_reduce", "all_reduce")
     assert "[[3]]" in d["headline"] and "rank 0 " in d["headline"]  # the metrics tensor, against a gradient bucket
     assert c["culprit_site"] == hangs_line(hangs.reduce_metrics, "dist.all_reduce(stats)")  # the line, rank 0 only
-    assert c["site"] == hangs_line(hangs.train_step, "loss.backward()")  # the gradient all-reduce
+    assert c["site"] == GRADIENT_ALL_REDUCE  # the gradient all-reduce
+    assert o.steps_per_rank == {r: 2 for r in range(nproc)}, o.steps_per_rank  # eval_every=2: rank 0 parts after step 2
 
 def check_collective_mismatch(d, o, nproc):
     c = d["collective"]
@@ -57,10 +100,11 @@ def check_collective_mismatch(d, o, nproc):
 def check_stalled_rank(d, o, nproc):
     assert "rank 0 never entered" in d["headline"], d["headline"]
     assert d["collective"]["op"] == "all_reduce"
-    assert d["collective"]["site"] == hangs_line(hangs.train_step, "loss.backward()")  # where the others wait
+    assert d["collective"]["site"] == GRADIENT_ALL_REDUCE  # where the others wait
     flush = hangs_line(hangs.StepLog.flush, "with self._guard():").split(":")[1]
     assert f'hangs.py", line {flush} in flush' in d["stacks"]["0"], d["stacks"].get("0")  # the deadlocked line
     assert "Stack of rank 0" in o.diagnosis_text and f"line {flush} in flush" in o.diagnosis_text, o.diagnosis_text
+    assert o.steps_per_rank == {r: 3 for r in range(nproc)}, o.steps_per_rank  # flush_every=3: the third step's row
 
 def check_init_hang(d, o, nproc):
     assert d["culprit_ranks"] == list(range(nproc, 8))  # the script asked for 8
@@ -77,14 +121,14 @@ def check_worker_crash(d, o, nproc):
     assert "DataLoader worker" in d["headline"], d["headline"]  # the cause, on the rank that had it
     assert o.failure["rank"] == nproc - 1 and "DataLoader worker" in o.failure["error"]
 
-CHECKS = {"rank-conditional-collective": check_rank_conditional,
+CHECKS = {"uneven-batches": check_uneven_batches, "rank-conditional-collective": check_rank_conditional,
           "collective-mismatch": check_collective_mismatch, "stalled-rank": check_stalled_rank,
           "init-hang": check_init_hang, "init-port-taken": check_init_port_taken,
           "dataloader-worker-crash": check_worker_crash}
 
 
 def test_every_hangs_scenario_has_checks():
-    assert set(ONCE) == set(CHECKS), "add a check_* for each scenario of the hangs family"
+    assert set(HANGS) == set(CHECKS), "add a check_* for each scenario of the hangs family"
     for sid in HANGS:
         s = SCENARIOS[sid]
         assert {"broken", "fixed"} <= set(s.variants) and s.explanation and s.symptom
@@ -92,28 +136,51 @@ def test_every_hangs_scenario_has_checks():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sid", ONCE)
-def test_broken_is_diagnosed(tmp_path, sid):
-    o = run(tmp_path, sid, "broken", 4)
+@pytest.mark.parametrize("sid", HANGS)
+def test_broken_is_diagnosed(outcomes, sid):
+    o = outcomes[sid, "broken"]
     assert o.matched, f"{o.problems}\n{o.diagnosis_text}"
-    CHECKS[sid](o.diagnosis, o, 4)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("sid", ONCE)
-def test_fixed_runs_clean(tmp_path, sid):
-    o = run(tmp_path, sid, "fixed", 4)
-    assert o.matched, f"{o.problems}\nfailure: {o.failure}\n{o.diagnosis_text or ''}"
-    assert o.diagnosis is None and len(set(o.steps_per_rank.values())) == 1
+    CHECKS[sid](o.diagnosis, o, NPROC)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sid", HANGS)
-def test_broken_diagnosis_is_the_same_every_time(tmp_path, sid):
+def test_fixed_runs_clean(outcomes, sid):
+    o = outcomes[sid, "fixed"]
+    assert o.matched, f"{o.problems}\nfailure: {o.failure}\n{o.diagnosis_text or ''}"
+    assert o.diagnosis is None and len(set(o.steps_per_rank.values())) == 1 and o.steps_per_rank[0] > 0, o.steps_per_rank
+
+
+@pytest.mark.slow
+def test_trainer_steps_reach_the_events_and_the_progress_plot(outcomes):
+    "The trainer writes the steps (with their timing), and the lab's progress plot reads them, hung run or not."
+    from distlab.watch.analysis import read_rank_events
+    from distlab.ui.plots import plot_progress
+    o = outcomes["uneven-batches", "broken"]
+    steps = [e for e in read_rank_events(o.run_dir, 0) if e["ev"] == "step"]
+    assert [e["step"] for e in steps] == list(range(7)), steps
+    assert all(e["step_s"] > 0 and "loss" in e and "comm_s" in e for e in steps), steps[0]
+    labels = [t.get_text() for t in plot_progress(o.run_dir).axes[0].get_legend().get_texts()]
+    assert labels[0].startswith("rank 0: 7 steps (waiting in all_reduce #"), labels
+    assert labels[1].startswith("rank 1: 7 steps (waiting in barrier #") and "after its loop" in labels[1], labels
+
+
+@pytest.fixture(scope="module")
+def repeats(outcomes, background_repeats):
+    "REPEATS broken runs of every hangs scenario: the walkthrough's first, then the background ones."
+    out = {sid: [outcomes[sid, "broken"]] for sid in HANGS}
+    for sid, f in background_repeats.futures: out[sid].append(f.result())
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sid", HANGS)
+def test_broken_diagnosis_is_the_same_every_time(repeats, sid):
     "Issue 3's done-when: 10 of 10 runs give the same diagnosis (kind, culprit ranks, op, call site), the expected one."
-    with ThreadPoolExecutor(CONCURRENT) as pool:
-        outcomes = list(pool.map(lambda _: run(tmp_path, sid, "broken", REPEAT_NPROC), range(REPEATS)))
-    for i, o in enumerate(outcomes):
+    runs = repeats[sid]
+    assert len(runs) == REPEATS
+    for i, o in enumerate(runs):
+        if isinstance(o, Exception): raise AssertionError(f"run {i + 1} of {sid} did not run to the end") from o
         assert o.matched, f"run {i + 1}: {o.problems}\n{o.diagnosis_text}"
-    seen = Counter(signature(o) for o in outcomes)
-    assert len(seen) == 1, f"different diagnoses in {REPEATS} runs: {dict(seen)}"
+    seen = Counter(signature(o) for o in runs)
+    assert len(seen) == 1, f"different diagnoses in {REPEATS} runs (the first alone, the others {CONCURRENT} at a time): {dict(seen)}"

@@ -4,53 +4,38 @@
 
 # %% ../../nbs/42_hangs.ipynb #685e65f1
 from __future__ import annotations
-import os, signal, threading
+import os, signal, threading, time
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset, get_worker_info
 
 from ..train.data import SyntheticDataset, StridedShardSampler, make_loader
 from ..train.guards import check_step_counts
-from ..train.models import build_model
+from ..train.trainer import DDPTrainer, trainer_from_context
 from ..rank.worker import RankContext
 from . import Scenario, Variant, Expect, register
 
 # %% auto #0
-__all__ = ['HOLDER', 'setup_training', 'train_step', 'train_epoch', 'uneven_samples', 'uneven_batches', 'evaluate',
-           'reduce_metrics', 'rank_conditional_collective', 'predictions', 'gather_ragged', 'collective_mismatch',
-           'StepLog', 'stalled_rank', 'hold_port', 'init_hang', 'CorruptDataset', 'first_sample_of',
-           'dataloader_worker_crash']
+__all__ = ['HOLDER', 'write_steps_now', 'train', 'uneven_samples', 'uneven_batches', 'evaluate', 'reduce_metrics',
+           'rank_conditional_collective', 'predictions', 'gather_ragged', 'collective_mismatch', 'StepLog',
+           'stalled_rank', 'hold_port', 'init_hang', 'CorruptDataset', 'first_sample_of', 'dataloader_worker_crash']
 
 # %% ../../nbs/42_hangs.ipynb #c9ee0d11
-def setup_training(ctx: RankContext, samples: int | None = None):
-    "A DDP model, its SGD optimizer and a DataLoader over this rank's even share of `samples` synthetic samples."
-    cfg = ctx.cfg
-    ds = SyntheticDataset(samples or cfg.data.samples, cfg.model, cfg.data.seed)
-    loader = make_loader(ds, cfg.data, ctx.rank, ctx.world_size, even=True)
-    model = DDP(build_model(cfg.model).to(ctx.device))
-    return model, torch.optim.SGD(model.parameters(), lr=cfg.lr), loader
-
-def train_step(ctx: RankContext, model: nn.Module, opt, x, y) -> float:
-    "One optimizer step on the batch (x, y); `loss.backward()` is where DDP all-reduces the gradients. Returns the loss."
-    x, y = x.to(ctx.device), y.to(ctx.device)
-    loss = nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    return round(loss.item(), 4)
+def write_steps_now(trainer: DDPTrainer) -> None:
+    "Write the `step` events the trainer's profiler still buffers (its thread writes them every 0.2 s)."
+    trainer.profiler.flush()
 
 # %% ../../nbs/42_hangs.ipynb #8593f5af
-def train_epoch(ctx: RankContext, model: nn.Module, loader, opt) -> int:
-    "One pass over `loader` with cross-entropy and `opt`; reports each step; returns the steps run."
-    steps = 0
-    for x, y in loader:
-        ctx.step(steps, loss=train_step(ctx, model, opt, x, y))
-        steps += 1
-    ctx.loop_done(steps)
-    return steps
+def train(ctx: RankContext, on_step=None, **kw) -> DDPTrainer:
+    "`trainer_from_context(ctx, **kw)` whose every step's event is written before the next step starts, then `on_step(trainer, record)`."
+    pause = ctx.cfg.step_sleep_s
+    def after_step(trainer, record):
+        write_steps_now(trainer)  # a hung run is stopped within a fraction of a second of its diagnosis: no step may be lost
+        if on_step is not None: on_step(trainer, record)
+        if pause: time.sleep(pause)  # `step_sleep_s`: a run slow enough to watch live
+    return trainer_from_context(ctx, on_step=after_step, **kw)
 
 # %% ../../nbs/42_hangs.ipynb #c698e7ed
 def uneven_samples(world_size: int, batch_size: int, steps: int) -> int:
@@ -61,16 +46,14 @@ def uneven_batches(ctx: RankContext):
     "Broken: a strided split keeps the remainder, so the last rank runs one step fewer. Fixed: DistributedSampler + step-count checks."
     ctx.init()
     cfg, even = ctx.cfg, ctx.params["even"]
-    samples = uneven_samples(ctx.world_size, cfg.data.batch_size, ctx.params["steps"])
-    ds = SyntheticDataset(samples, cfg.model, cfg.data.seed)
-    loader = make_loader(ds, cfg.data, ctx.rank, ctx.world_size, even=even)
-    model = DDP(build_model(cfg.model).to(ctx.device))
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    ds = SyntheticDataset(uneven_samples(ctx.world_size, cfg.data.batch_size, ctx.params["steps"]), cfg.model, cfg.data.seed)
+    loader = make_loader(ds, cfg.data, ctx.rank, ctx.world_size, even=even)  # even: DistributedSampler; else split by hand
+    trainer = train(ctx, dataset=ds, loader=loader)
     if even: check_step_counts(len(loader), what="the number of batches per rank")
-    steps = train_epoch(ctx, model, loader, opt)
-    if even: check_step_counts(steps)
+    trainer.fit()
+    if even: check_step_counts(trainer.step)
     dist.barrier()  # end of epoch: everyone done before rank 0 would save a checkpoint
-    if ctx.rank == 0: print(f"epoch done: {steps} steps on every rank", flush=True)
+    if ctx.rank == 0: print(f"epoch done: {trainer.step} steps on every rank", flush=True)
 
 # %% ../../nbs/42_hangs.ipynb #25d6ee04
 def evaluate(model: nn.Module, loader, device) -> torch.Tensor:
@@ -97,23 +80,21 @@ def rank_conditional_collective(ctx: RankContext):
     "Broken: only rank 0 evaluates, and evaluating all-reduces. Fixed: every rank evaluates and reduces; rank-0-only work has no collectives."
     ctx.init()
     cfg, p = ctx.cfg, ctx.params
-    model, opt, loader = setup_training(ctx)
     val = make_loader(SyntheticDataset(p["val_samples"], cfg.model, cfg.data.seed + 1), cfg.data, ctx.rank, ctx.world_size)
-    steps = 0
-    for x, y in loader:
-        ctx.step(steps, loss=train_step(ctx, model, opt, x, y))
-        steps += 1
-        if steps % p["eval_every"]: continue
+    def evaluate_every(trainer, record):
+        "After every `eval_every` optimizer steps: validation metrics, printed by rank 0."
+        if trainer.step % p["eval_every"]: return
         if p["symmetric"]:
-            metrics = reduce_metrics(evaluate(model.module, val, ctx.device))  # every rank: its share, then one all_reduce
+            metrics = reduce_metrics(evaluate(trainer.inner, val, ctx.device))  # every rank: its share, then one all_reduce
             dist.barrier()  # rank-0-only section: the others wait here, not inside a gradient all-reduce
-            if ctx.rank == 0: print(f"step {steps}: {metrics}", flush=True)  # no collectives in here
+            if ctx.rank == 0: print(f"step {trainer.step}: {metrics}", flush=True)  # no collectives in here
             dist.barrier()
         elif ctx.rank == 0:
-            metrics = reduce_metrics(evaluate(model.module, val, ctx.device))  # BUG: an all_reduce only rank 0 issues
-            print(f"step {steps}: {metrics}", flush=True)
-    ctx.loop_done(steps)
-    check_step_counts(steps)
+            metrics = reduce_metrics(evaluate(trainer.inner, val, ctx.device))  # BUG: an all_reduce only rank 0 issues
+            print(f"step {trainer.step}: {metrics}", flush=True)
+    trainer = train(ctx, on_step=evaluate_every)
+    trainer.fit()
+    check_step_counts(trainer.step)
 
 # %% ../../nbs/42_hangs.ipynb #d2d12a3b
 def predictions(model: nn.Module, ds, indices: list[int], device) -> torch.Tensor:
@@ -137,11 +118,11 @@ def collective_mismatch(ctx: RankContext):
     "Broken: all_gather of per-rank predictions whose length follows this rank's share. Fixed: `gather_ragged`."
     ctx.init()
     cfg, p = ctx.cfg, ctx.params
-    model, opt, loader = setup_training(ctx)
-    train_epoch(ctx, model, loader, opt)
+    trainer = train(ctx)
+    trainer.fit()
     val = SyntheticDataset(ctx.world_size * p["val_per_rank"] - 1, cfg.model, cfg.data.seed + 1)
     mine = StridedShardSampler(len(val), ctx.rank, ctx.world_size).indices  # by hand: the last rank gets one fewer
-    local = predictions(model.module, val, mine, ctx.device)
+    local = predictions(trainer.inner, val, mine, ctx.device)
     if p["pad"]: parts = gather_ragged(local)
     else:
         parts = [torch.empty_like(local) for _ in range(ctx.world_size)]
@@ -192,16 +173,13 @@ class StepLog:
 def stalled_rank(ctx: RankContext):
     "Broken: rank 0's metrics log deadlocks mid-epoch. Fixed: it flushes outside its lock and bounds every wait."
     ctx.init()
-    model, opt, loader = setup_training(ctx)
     log = StepLog(ctx.params["flush_every"], safe=ctx.params["safe"]) if ctx.rank == 0 else None
-    steps = 0
-    for x, y in loader:
-        loss = train_step(ctx, model, opt, x, y)
-        ctx.step(steps, loss=loss)
-        if log is not None: log.record({"step": steps, "loss": loss})
-        steps += 1
-    ctx.loop_done(steps)
-    check_step_counts(steps)
+    def log_step(trainer, record):
+        "Rank 0 logs each step's loss."
+        if log is not None: log.record({"step": record["step"], "loss": record["loss"]})
+    trainer = train(ctx, on_step=log_step)
+    trainer.fit()
+    check_step_counts(trainer.step)
 
 # %% ../../nbs/42_hangs.ipynb #d09b1c29
 HOLDER = ("import socket, sys, time\n"
@@ -225,9 +203,10 @@ def init_hang(ctx: RankContext):
         if ctx.rank == 0: hold_port(port)
         os.environ["MASTER_PORT"] = str(port)
     ctx.init(timeout_s=p.get("init_timeout_s", 600.0))
-    model, opt, loader = setup_training(ctx)
-    check_step_counts(len(loader), what="the number of batches per rank")
-    check_step_counts(train_epoch(ctx, model, loader, opt))
+    trainer = train(ctx)
+    check_step_counts(len(trainer.build_loader()), what="the number of batches per rank")
+    trainer.fit()
+    check_step_counts(trainer.step)
 
 # %% ../../nbs/42_hangs.ipynb #e16c40ef
 class CorruptDataset(Dataset):
@@ -256,10 +235,10 @@ def dataloader_worker_crash(ctx: RankContext):
     sampler = DistributedSampler(ds, ctx.world_size, ctx.rank, shuffle=False, drop_last=True)
     loader = DataLoader(ds, batch_size=cfg.data.batch_size, sampler=sampler, num_workers=cfg.data.num_workers,
                         timeout=p.get("timeout_s", 0))
-    model = DDP(build_model(cfg.model).to(ctx.device))
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    trainer = train(ctx, dataset=ds, loader=loader)
     check_step_counts(len(loader), what="the number of batches per rank")
-    check_step_counts(train_epoch(ctx, model, loader, opt))
+    trainer.fit()
+    check_step_counts(trainer.step)
 
 # %% ../../nbs/42_hangs.ipynb #afbdbc83
 register(Scenario(
