@@ -4,7 +4,7 @@
 
 # %% ../../nbs/40_scenarios.ipynb #718435af
 from __future__ import annotations
-import importlib, importlib.metadata, pkgutil
+import importlib, importlib.metadata, pkgutil, threading
 from dataclasses import dataclass, field
 
 # %% auto #0
@@ -90,12 +90,16 @@ def load_families() -> list[str]:
     return names
 
 class ScenarioRegistry(dict):
-    "The catalogue, id -> `Scenario`; reading it loads every family first (once)."
-    _loaded = False
+    "The catalogue, id -> `Scenario`; reading it loads every family first (once; other threads wait until it is complete)."
+    _loaded, _loading, _lock = False, False, threading.RLock()
     def _load(self):
-        if not self._loaded:
+        if self._loaded: return
+        with self._lock:
+            if self._loaded or self._loading: return  # `_loading`: a family module read the catalogue while being imported
+            self._loading = True
+            try: load_families()
+            finally: self._loading = False
             self._loaded = True
-            load_families()
     def __getitem__(self, k): self._load(); return super().__getitem__(k)
     def __contains__(self, k): self._load(); return super().__contains__(k)
     def __iter__(self): self._load(); return super().__iter__()

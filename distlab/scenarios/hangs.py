@@ -29,12 +29,10 @@ def write_steps_now(trainer: DDPTrainer) -> None:
 
 # %% ../../nbs/42_hangs.ipynb #8593f5af
 def train(ctx: RankContext, on_step=None, **kw) -> DDPTrainer:
-    "`trainer_from_context(ctx, **kw)` whose every step's event is written before the next step starts, then `on_step(trainer, record)`."
-    pause = ctx.cfg.step_sleep_s
+    "`trainer_from_context(ctx, **kw)` whose every step's event is written before the next step starts, then `on_step(trainer, record)` (and the config's `step_sleep_s`)."
     def after_step(trainer, record):
         write_steps_now(trainer)  # a hung run is stopped within a fraction of a second of its diagnosis: no step may be lost
         if on_step is not None: on_step(trainer, record)
-        if pause: time.sleep(pause)  # `step_sleep_s`: a run slow enough to watch live
     return trainer_from_context(ctx, on_step=after_step, **kw)
 
 # %% ../../nbs/42_hangs.ipynb #c698e7ed

@@ -286,7 +286,12 @@ def trainer_from_context(ctx, trainer_cls=DDPTrainer,  # a RankContext (distlab.
     from distlab.train.data import SyntheticDataset
     model = model if model is not None else build_model(cfg.model, seed=tc.seed)
     dataset = dataset if dataset is not None else SyntheticDataset(cfg.data.samples, cfg.model, cfg.data.seed)
-    if cfg.step_sleep_s and "on_step" not in kw: kw["on_step"] = lambda t, r: time.sleep(cfg.step_sleep_s)
+    if cfg.step_sleep_s:  # the config's pause after each step, after the caller's own on_step
+        then = kw.get("on_step")
+        def on_step(t, r):
+            if then is not None: then(t, r)
+            time.sleep(cfg.step_sleep_s)
+        kw["on_step"] = on_step
     kw = {"batch_size": cfg.data.batch_size, "epochs": cfg.epochs, "max_steps": cfg.max_steps, "num_workers": cfg.data.num_workers,
           "lr": tc.lr or cfg.lr, "device": ctx.device, **kw}
     return trainer_cls(model, dataset, tc, **kw)
