@@ -32,6 +32,7 @@ EXPECTED = {
     "torn-checkpoint": (0, {}),
     "gloo-size-mismatch": (None, {"received_bytes": 1536, "expected_bytes": 1024}),
     "socket-interface-missing": (None, {"interface": "eth9"}),
+    "non-finite-values": (0, {"step": 24, "ranks": [0, 1], "loss_ranks": [0, 1]}),
 }
 
 def read_log(name: str) -> str: return (LOGS / f"{name}.txt").read_text(errors="replace")

@@ -513,3 +513,24 @@ register_signature(Signature(
         "reaches the others (for NCCL a prefix such as `ens` matches ens5 and ens6; `^docker,lo` excludes), or unset "
         "it and let gloo and NCCL choose. `distlab doctor` checks both variables against the interfaces this host has.",
     guides=("000", "003"), extract=_interface))
+
+# %% ../../nbs/27_signatures.ipynb #5f1a2b3e
+def _non_finite(text: str) -> dict:
+    m = _first(r"NonFiniteError: non-finite values at step (\d+): (.+?)\. Common causes", text)
+    if not m: return {}
+    per = {int(r[5:]): what for r, _, what in (p.partition(": ") for p in m.group(2).split("; ")) if r.startswith("rank ")}
+    return {"step": int(m.group(1)), "ranks": sorted(per), "loss_ranks": sorted(r for r, w in per.items() if w.startswith("loss"))}
+
+register_signature(Signature(
+    id="non-finite-values", kind="numerics", title="NaN or Inf in training (distlab's guard stopped every rank)",
+    patterns=[r"NonFiniteError: non-finite values at step \d+"],
+    cause="distlab's NaN/Inf guard (`distlab.train.guards.check_finite`) found a loss term or gradient that is NaN or "
+          "Inf and stopped every rank at the same step, so none of them takes an optimizer step that would write "
+          "NaN into the weights. The ranks listed first with `loss` are where it began: once DDP has all-reduced a "
+          "NaN gradient, every rank holds it, so the gradients alone do not say which rank started it.",
+    fix="Look at the step and the first rank whose loss is non-finite. A loss that climbs for a few steps before it "
+        "is a learning rate too high: add warm-up (`TrainerConfig.warmup_steps`), lower the rate, clip the gradient "
+        "norm. A loss that jumps from normal to NaN in one step is one bad batch or an overflow: log that batch "
+        "(values beyond 65504 overflow float16), use a GradScaler with fp16 (it skips such a step) or bf16. A log, "
+        "sqrt or division in the loss needs an epsilon.",
+    extract=_non_finite))
