@@ -183,7 +183,7 @@ def _export_parser(sub):
     p.add_argument("run_dir", help="a run directory (live or finished), e.g. distlab-runs/20260101-120000-train-abc123")
     p.add_argument("--port", type=_port, default=DEFAULT_EXPORT_PORT, help=f"TCP port (default {DEFAULT_EXPORT_PORT}; 0: any free one)")
     p.add_argument("--addr", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only; 0.0.0.0: every one)")
-    p.add_argument("--for", dest="duration", type=float, default=None, metavar="S", help="stop after S seconds (default: until Ctrl-C)")
+    p.add_argument("--for", dest="duration", type=float, default=None, metavar="S", help="stop after S seconds (default: until Ctrl-C or SIGTERM)")
 
 def _export_port_given(argv: list[str]) -> list[str]:
     "`launch ... --export SCRIPT`: `--export` with no port before the script (the script is not its port)."

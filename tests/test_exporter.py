@@ -84,7 +84,7 @@ def test_prometheus_scrapes_a_live_run_and_a_finished_one(prometheus, tmp_path):
         got_rss = query(api, "distlab_rank_resident_memory_bytes")
         got_lost = query(api, "distlab_run_straggler_lost_seconds")
     finally:
-        export.send_signal(signal.SIGINT)
+        export.send_signal(signal.SIGTERM)  # what kill/systemd send; SIGINT is ignored in a shell's background job (CI's)
         try: export.wait(15)
         except subprocess.TimeoutExpired: os.killpg(export.pid, signal.SIGKILL); export.wait()
     assert export.returncode == 0, export.stdout.read()

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/85_exporter.ipynb #d37d557d
 from __future__ import annotations
-import sys, threading, time
+import contextlib, signal, sys, threading, time
 from pathlib import Path
 from .metrics import RunFollower, RankFigures, RunFigures
 
@@ -132,14 +132,26 @@ def scrape_config(ex: Exporter, job: str = "distlab") -> str:
             f"    static_configs:\n      - targets: ['{ex.url.split('/')[2]}']")
 
 def serve(run_dir: str | Path, port: int = DEFAULT_PORT, addr: str = DEFAULT_ADDR,
-          duration_s: float | None = None,  # stop after this long (None: until Ctrl-C)
+          duration_s: float | None = None,  # stop after this long (None: until Ctrl-C or SIGTERM)
           out=sys.stderr) -> int:
-    "Serve `run_dir`'s metrics until interrupted; returns the number of scrapes served."
+    "Serve `run_dir`'s metrics until Ctrl-C or SIGTERM (or `duration_s`); returns the number of scrapes served."
     ex = Exporter(run_dir, port, addr).start()
-    print(f"distlab: serving {Path(run_dir).name} at {ex.url} (Ctrl-C stops)\n# in prometheus.yml:\n{scrape_config(ex)}", file=out, flush=True)
-    try:
-        deadline = None if duration_s is None else time.monotonic() + duration_s
-        while deadline is None or time.monotonic() < deadline: time.sleep(0.2 if deadline is None else min(0.2, max(0.0, deadline - time.monotonic())))
-    except KeyboardInterrupt: pass
-    finally: ex.stop()
+    print(f"distlab: serving {Path(run_dir).name} at {ex.url} (Ctrl-C or SIGTERM stops)\n# in prometheus.yml:\n{scrape_config(ex)}",
+          file=out, flush=True)
+    stop = threading.Event()
+    with _on_sigterm(stop.set):
+        try:
+            deadline = None if duration_s is None else time.monotonic() + duration_s
+            while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+                stop.wait(0.2 if deadline is None else min(0.2, max(0.0, deadline - time.monotonic())))
+        except KeyboardInterrupt: pass
+        finally: ex.stop()
     return ex.collector.scrapes
+
+@contextlib.contextmanager
+def _on_sigterm(fn):
+    "Call `fn` on SIGTERM while inside (main thread only: elsewhere Python cannot set handlers); the old handler after."
+    if threading.current_thread() is not threading.main_thread(): yield; return
+    old = signal.signal(signal.SIGTERM, lambda *_: fn())
+    try: yield
+    finally: signal.signal(signal.SIGTERM, old)
