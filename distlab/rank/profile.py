@@ -261,6 +261,7 @@ class StepProfiler:
     def _ddp_comm(self) -> tuple[float, float, int, list]:
         "(seconds waited, seconds busy, wire bytes, bucket rows) of this step's DDP communication."
         if self._timers is not None: return (*self._timers.take(), [])
+        if self.mode is None: return 0.0, 0.0, 0, []  # no model: only the phases are timed
         bs, self._buckets[:] = list(self._buckets), []
         resolve_cuda(bs)
         exposed, busy = exposed_and_busy(bs)
