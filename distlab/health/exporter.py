@@ -135,11 +135,11 @@ def serve(run_dir: str | Path, port: int = DEFAULT_PORT, addr: str = DEFAULT_ADD
           duration_s: float | None = None,  # stop after this long (None: until Ctrl-C or SIGTERM)
           out=sys.stderr) -> int:
     "Serve `run_dir`'s metrics until Ctrl-C or SIGTERM (or `duration_s`); returns the number of scrapes served."
-    ex = Exporter(run_dir, port, addr).start()
-    print(f"distlab: serving {Path(run_dir).name} at {ex.url} (Ctrl-C or SIGTERM stops)\n# in prometheus.yml:\n{scrape_config(ex)}",
-          file=out, flush=True)
     stop = threading.Event()
-    with _on_sigterm(stop.set):
+    with _on_sigterm(stop.set):  # before the line below: whoever reads it may send SIGTERM at once
+        ex = Exporter(run_dir, port, addr).start()
+        print(f"distlab: serving {Path(run_dir).name} at {ex.url} (Ctrl-C or SIGTERM stops)\n# in prometheus.yml:\n{scrape_config(ex)}",
+              file=out, flush=True)
         try:
             deadline = None if duration_s is None else time.monotonic() + duration_s
             while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
