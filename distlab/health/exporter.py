@@ -142,8 +142,8 @@ def serve(run_dir: str | Path, port: int = DEFAULT_PORT, addr: str = DEFAULT_ADD
               file=out, flush=True)
         try:
             deadline = None if duration_s is None else time.monotonic() + duration_s
-            while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
-                stop.wait(0.2 if deadline is None else min(0.2, max(0.0, deadline - time.monotonic())))
+            while not stop.wait(0.2):  # short waits: Ctrl-C is seen between them
+                if deadline is not None and time.monotonic() >= deadline: break
         except KeyboardInterrupt: pass
         finally: ex.stop()
     return ex.collector.scrapes

@@ -194,7 +194,7 @@ class Trainer:
         "One optimizer step over `micro_batches` [(x, y), ...]; returns its record (loss, samples, lr, grad_norm; loss_scale and skipped with a GradScaler)."
         losses, n = [], 0
         for i, (x, y) in enumerate(micro_batches):
-            if x.device != self.device: x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            if x.device != self.device or y.device != self.device: x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
             losses.append(self.forward_backward(x, y, last=i == len(micro_batches) - 1)); n += x.shape[0]  # not len(x): a Python call in torch
         lr = self.optimizer.param_groups[0]["lr"]
         norm = self.clip_gradients()

@@ -269,12 +269,7 @@ def _enrich_init(d: Diagnosis, ctx: Context) -> None:
     r = d.culprit_ranks[0]
     ev = evidence(ctx, r)
     ev.error = ev.error or (ctx.tracks[r].init or {}).get("error") or ""
-    e = enrich(ev)
-    if e is None: return
-    d.explanation = f"Rank {r}: {e.cause}" + (f" (evidence: `{e.line.strip()}`)" if e.line else "") + " " + INIT_RULE
-    d.fix = e.fix
-    if e.title: d.headline += f" [{e.title}]"
-    d.collective = {**d.collective, "enriched_by": e.source or "enricher"}
+    _apply_enrichment(d, ev, INIT_RULE, keep_fix_tail=False)
 
 @register_rule("mismatch", priority=20)
 def mismatch(ctx: Context) -> Diagnosis | None:
@@ -314,10 +309,14 @@ def never_joined(ctx: Context) -> Diagnosis | None:
 
 def _enrich(d: Diagnosis, ctx: Context) -> None:
     "Let the enrichers replace the generic cause and fix of a dead rank with what its own output says."
-    e = enrich(evidence(ctx, d.culprit_ranks[0]))
+    _apply_enrichment(d, evidence(ctx, d.culprit_ranks[0]), COLLECTIVE_RULE, keep_fix_tail=True)
+
+def _apply_enrichment(d: Diagnosis, ev, rule: str,  # the rule that explains why the others wait
+                      keep_fix_tail: bool) -> None:  # keep the lines of `d.fix` after its first (the generic advice)
+    "Put what an enricher finds in the culprit's evidence `ev` in place of `d`'s generic cause and fix (nothing when none finds anything)."
+    e = enrich(ev)
     if e is None: return
-    d.explanation = f"Rank {d.culprit_ranks[0]}: {e.cause}" + (f" (evidence: `{e.line.strip()}`)" if e.line else "") \
-        + " " + COLLECTIVE_RULE
-    d.fix = e.fix + ("\n" + d.fix.split("\n", 1)[1] if "\n" in d.fix else "")
+    d.explanation = f"Rank {d.culprit_ranks[0]}: {e.cause}" + (f" (evidence: `{e.line.strip()}`)" if e.line else "") + " " + rule
+    d.fix = e.fix + ("\n" + d.fix.split("\n", 1)[1] if keep_fix_tail and "\n" in d.fix else "")
     if e.title: d.headline += f" [{e.title}]"
     d.collective = {**d.collective, "enriched_by": e.source or "enricher"}
