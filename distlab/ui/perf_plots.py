@@ -91,7 +91,7 @@ def plot_bucket_overlap(source,  # a run directory, a `RunAnalysis`, live tracks
                         ax=None) -> Figure:
     "One step per rank on a time axis: the step (grey), data wait, and each DDP bucket from ready to reduced; the part past the last ready bucket was waited for."
     prof = _profile(source)
-    rows = [r for r in prof.rows if r.source == "bucket"]
+    rows = [r for r in prof.rows if r.source == "bucket" and r.bucket is not None]  # timed buckets (a light-mode step has one untimed row)
     steps = {(s["rank"], s["step"]): s for s in prof.steps}
     if step is None:
         cands = sorted((s["step_s"], s["step"]) for s in prof.steps if s["rank"] == min((k[0] for k in steps), default=0) and (s["step"] or 0) > 0)
@@ -99,8 +99,10 @@ def plot_bucket_overlap(source,  # a run directory, a `RunAnalysis`, live tracks
     ranks = sorted({k[0] for k in steps if k[1] == step})
     if ax is None: fig = Figure(figsize=(7.5, 1.4 + 0.7 * max(2, len(ranks))), layout="constrained"); ax = fig.add_subplot()
     else: fig = ax.figure
-    if not ranks:
-        ax.text(0.5, 0.5, "no profiled step to draw", ha="center", va="center", transform=ax.transAxes)
+    if not ranks or not rows:
+        ax.text(0.5, 0.5, "no profiled step to draw" if not ranks else "no per-bucket timings in this run: the light profile (DDP's own timers)\n"
+                "gives one figure per step; StepProfiler(mode='buckets') or TrainerConfig(profile='buckets') draws them",
+                ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off(); return fig
     for r in ranks:
         s = steps[(r, step)]
@@ -129,5 +131,5 @@ def perf_figures(source, culprits: list[int] = ()) -> dict[str, Figure]:
     out = {}
     if prof.steps: out["steps"] = plot_step_breakdown(prof, culprits=culprits)
     if prof.rows: out["comm"] = plot_comm_by_rank(prof)
-    if any(r.source == "bucket" for r in prof.rows): out["buckets"] = plot_bucket_overlap(prof)
+    if any(r.source == "bucket" and r.bucket is not None for r in prof.rows): out["buckets"] = plot_bucket_overlap(prof)
     return out

@@ -95,7 +95,7 @@ def bucket_rows(tracks: dict[int, RankTrack], world_size: int) -> list[CommRow]:
                                         nbytes=int(wire), dur_s=dur, step=ev.get("step"), bucket=idx, start_s=ready))
             if ev.get("profile") == "light" and (ev.get("comm_bytes") or 0) > 0 and (ev.get("comm_busy_s") or 0) > 0:
                 rows.append(CommRow(rank=r, source="bucket", op="all_reduce", group="world", n=world_size,
-                                    nbytes=int(ev["comm_bytes"]), dur_s=ev["comm_busy_s"], step=ev.get("step"), start_s=0.0))
+                                    nbytes=int(ev["comm_bytes"]), dur_s=ev["comm_busy_s"], step=ev.get("step")))  # no bucket, no start: DDP's timers give neither
     return rows
 
 # %% ../../nbs/29b_comm.ipynb #b2b81967
