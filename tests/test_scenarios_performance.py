@@ -1,6 +1,6 @@
 """The performance family on real torchrun ranks at world 2 (the walkthrough's runs, read again here): each broken variant is slow in the way its scenario
 says (the straggler named, data wait dominating, threads outnumbering cores), each fixed variant is measurably
-faster or less starved, and neither fixed run is called a straggler."""
+faster or less starved, and no fixed run is diagnosed at all."""
 from pathlib import Path
 import pytest
 from distlab.scenarios import SCENARIOS
@@ -68,6 +68,16 @@ def test_threads_per_rank_fit_the_cores_and_steps_get_faster(outcomes):
     assert b["broken_step_ms"] / f["fixed_step_ms"] >= 1.3, (b, f)  # measured 1.9x at world 2 (compute alone ~1.1x; ~6x at world 4)
 
 
-def test_no_performance_run_is_diagnosed_but_the_straggler(outcomes):
+def test_oversubscribed_threads_are_named_by_their_cause_not_as_a_straggler(outcomes):
+    o = outcomes["oversubscribed-threads", "broken"]
+    d, f = o.diagnosis, o.figures
+    assert (d["kind"], d["culprit_ranks"], d["advisory"]) == ("oversubscribed-threads", list(range(NPROC)), True), o.diagnosis_text
+    threads, cores = f["broken_threads_per_rank"], f["cores"]
+    assert f"run {threads} intra-op threads each: {threads * NPROC} threads on {cores} cores" in d["headline"], d["headline"]
+    assert f"torch.set_num_threads({max(1, cores // NPROC)})" in d["fix"], d["fix"]
+
+
+def test_no_other_performance_run_is_diagnosed(outcomes):
+    named = {("straggler", "broken"): "straggler", ("oversubscribed-threads", "broken"): "oversubscribed-threads"}
     kinds = {k: (o.diagnosis or {}).get("kind") for k, o in outcomes.items()}
-    assert kinds == {k: ("straggler" if k == ("straggler", "broken") else None) for k in outcomes}, kinds
+    assert kinds == {k: named.get(k) for k in outcomes}, kinds

@@ -9,11 +9,21 @@ from ..contract import HEALTH_ENV
 from .events import rank_writer
 
 # %% auto #0
-__all__ = ['HEALTH_EVERY_S', 'THROTTLE_REASONS', 'ProcessSampler', 'throttle_names', 'rank_gpu_handle', 'GpuSampler',
-           'cuda_device', 'HealthSampler', 'install_from_env']
+__all__ = ['HEALTH_EVERY_S', 'THROTTLE_REASONS', 'cores_available', 'intraop_threads', 'ProcessSampler', 'throttle_names',
+           'rank_gpu_handle', 'GpuSampler', 'cuda_device', 'HealthSampler', 'install_from_env']
 
 # %% ../../nbs/19c_health_sampler.ipynb #fe6665e6
 HEALTH_EVERY_S = 1.0  # default seconds between samples (`DISTLAB_HEALTH_EVERY_S` overrides; 0 turns sampling off)
+
+def cores_available(pid: int = 0) -> int:
+    "CPU cores process `pid` (0: this one) may run on: its affinity mask, which containers and taskset narrow, not the host's count."
+    return len(os.sched_getaffinity(pid)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+def intraop_threads() -> int | None:
+    "torch's intra-op thread pool size in this process (one setting for the whole process), or None where torch is not imported."
+    torch = sys.modules.get("torch")
+    try: return int(torch.get_num_threads()) if torch is not None else None
+    except Exception: return None  # torch half imported (an import in progress on another thread)
 
 class ProcessSampler:
     "Resident memory, CPU use (percent of one core since the last sample) and thread count of one process."
@@ -107,6 +117,7 @@ class HealthSampler:
         self.emit, self.every_s, self.local_rank = emit, every_s, local_rank
         self.env = os.environ if environ is None else environ
         self.proc, self.gpu, self._gpu_looked = ProcessSampler(), None, False
+        self.cores = cores_available()  # the oversubscribed-threads rule sets it beside the intra-op threads
         self.samples, self._stop, self._thread = 0, threading.Event(), None
 
     def _gpu_fields(self) -> dict:
@@ -119,9 +130,13 @@ class HealthSampler:
         out["cuda_alloc_bytes"], out["cuda_peak_bytes"] = cuda.memory_allocated(dev), cuda.max_memory_allocated(dev)
         return out
 
+    def _cpu_fields(self) -> dict:
+        n = intraop_threads()  # read each time: the script may call torch.set_num_threads at any point
+        return {"cores": self.cores, **({"intraop_threads": n} if n is not None else {})}
+
     def sample(self) -> dict:
         "One reading of every figure, as `health` event fields."
-        return {**self.proc.sample(), **self._gpu_fields()}
+        return {**self.proc.sample(), **self._cpu_fields(), **self._gpu_fields()}
 
     def _loop(self):
         while not self._stop.wait(self.every_s):
@@ -132,9 +147,14 @@ class HealthSampler:
         self._thread = threading.Thread(target=self._loop, name="distlab-health", daemon=True); self._thread.start()
         return self
 
-    def stop(self):
+    def stop(self, last: bool = True):  # `last`: one more sample now (at exit: what the script set, however short the run)
+        "Stop sampling; the process's last figures go out as one more sample unless `last` is False."
+        was_running = self._thread is not None and not self._stop.is_set()
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread(): self._thread.join(timeout=2)
+        if last and was_running:
+            try: self.emit("health", **self.sample()); self.samples += 1
+            except Exception: pass
 
 # %% ../../nbs/19c_health_sampler.ipynb #01588dbe
 _sampler: HealthSampler | None = None

@@ -11,6 +11,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from ..rank.events import read_events, event_ranks
+from ..rank.health import cores_available
 from ..rank.worker import RankContext
 from ..train.data import SyntheticDataset
 from ..train.trainer import trainer_from_context
@@ -20,7 +21,7 @@ from . import Scenario, Variant, Expect, Measured, register
 __all__ = ['WARMUP_STEPS', 'MIN_REBALANCE_SPEEDUP', 'MIN_BROKEN_DATA_SHARE', 'MAX_FIXED_DATA_SHARE', 'rank_events',
            'rank_medians', 'ShareBatches', 'shares_by_speed', 'global_mean_loss', 'straggler', 'check_straggler_broken',
            'check_straggler_fixed', 'SlowSamples', 'dataloader_bottleneck', 'check_data_starved', 'check_data_fed',
-           'cores_available', 'threads_per_rank', 'oversubscribed_threads', 'check_threads_over', 'check_threads_fit']
+           'threads_per_rank', 'oversubscribed_threads', 'check_threads_over', 'check_threads_fit']
 
 # %% ../../nbs/43_performance.ipynb #2c6afb29
 WARMUP_STEPS = 2  # left out of every median: DDP builds its buckets in the first step
@@ -179,10 +180,6 @@ def check_data_fed(result) -> Measured:
     return m
 
 # %% ../../nbs/43_performance.ipynb #8a140c63
-def cores_available() -> int:
-    "CPU cores this process may run on (its affinity mask, which containers and taskset narrow), not the host's count."
-    return len(os.sched_getaffinity(0))
-
 def threads_per_rank(local_ranks: int, cores: int | None = None) -> int:
     "Intra-op threads that keep `local_ranks` ranks on this node within its cores: cores // ranks, at least 1."
     return max(1, (cores or cores_available()) // max(local_ranks, 1))
@@ -308,14 +305,18 @@ register(Scenario(
                 "down by much more than the sharing alone would cost. The fix gives each rank cores divided by "
                 "the ranks on the node (at least one), counting the cores the process may use "
                 "(`os.sched_getaffinity`), not the host's; guide 003's `max_workers // world_size` applies the "
-                "same arithmetic to DataLoader workers, which need cores too.",
+                "same arithmetic to DataLoader workers, which need cores too. distlab's `oversubscribed-threads` "
+                "rule reads each rank's intra-op threads and cores from its health samples and names the broken run "
+                "by its cause; before that rule, the straggler rule sometimes named whichever rank the scheduler "
+                "happened to starve.",
     rank_fn=f"{_P}:oversubscribed_threads",
     train={"model": {"in_dim": 256, "hidden": 1024, "layers": 2}, "data": {"samples": 4096, "batch_size": 64}},
     default_nproc=4, timeout_s=120.0,  # 2 ranks x 2 threads on 2 cores: steps ~2x slower; 4 x 2: ~5x (compute ~6x)
     variants={
         "broken": Variant(name="broken", description="torch.set_num_threads(cores) in every rank",
                           params={"oversubscribe": True, "steps": 20},
-                          expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_threads_over",))),
+                          expect=Expect(status="ok", kind="oversubscribed-threads", equal_steps=True,
+                                        checks=(f"{_P}:check_threads_over",))),
         "fixed": Variant(name="fixed", description="torch.set_num_threads(cores // ranks on the node)",
                          params={"oversubscribe": False, "steps": 20},
                          expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_threads_fit",))),

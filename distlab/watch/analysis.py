@@ -39,6 +39,7 @@ class RankTrack:
         self.sites: set[str] = set()
         self.step_events: list[dict] = []  # every `step` event (loss, samples) for progress plots
         self.pairs: list[dict] = []  # every collective record, in the order the rank issued them
+        self.health: dict | None = None  # its latest `health` sample (process, threads, GPU)
 
     def feed(self, ev: dict) -> dict | None:
         "Take one event; returns the `coll` record when `ev` started a collective."
@@ -54,6 +55,7 @@ class RankTrack:
         elif kind == "step": self.steps = max(self.steps, int(ev.get("step", -1)) + 1)
         elif kind == "loop_done": self.loop_done = ev
         elif kind == "exit": self.exit = ev
+        elif kind == "health": self.health = ev
         elif kind == "coll": return self._coll(ev)
 
     def _coll(self, ev: dict) -> dict | None:

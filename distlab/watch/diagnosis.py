@@ -15,7 +15,7 @@ __all__ = ['COLLECTIVE_RULE', 'Diagnosis']
 @dataclass
 class Diagnosis:
     "A verdict on a hung, broken or slow job, with what every rank was doing."
-    kind: str                 # `mismatch`, `stall`, `rank-died`, `never-joined`; advisory: `straggler`
+    kind: str                 # `mismatch`, `stall`, `rank-died`, `never-joined`; advisory: `straggler`, `oversubscribed-threads`
     culprit_ranks: list[int]  # the ranks that are different (not the majority waiting for them)
     headline: str             # one line: who, what, where
     explanation: str          # why this hangs or fails, in plain words
