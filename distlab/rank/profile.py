@@ -152,10 +152,11 @@ class DDPTimers:
         grad_bytes = self._data().get("total_parameter_size_bytes") or sum(
             q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
         self.wire_bytes = grad_bytes // p.element_size() * wire_bytes_per_element(hook, p.element_size())  # per backward
-        self._last_end = self._data().get("backward_comm_time_end")
+        d = self._data()
+        self._last_end, self._last_iter = d.get("backward_comm_time_end"), d.get("iteration")  # iteration: DDP's synced forwards
         self.waited_s = self.span_s = 0.0
         self.backwards = self._forwards = self._reads = 0
-        self._handle = model.register_forward_pre_hook(self._before_forward)
+        self._model, self._handle = model, None  # the forward pre-hook comes once a step runs several synced forwards
 
     def _data(self) -> dict:
         self._logger.set_runtime_stats_and_log()  # the timers of the last synced iteration into figures
@@ -169,7 +170,9 @@ class DDPTimers:
         "Add the last DDP backward's figures to this step's, unless they were added already (or no backward ran)."
         d = self._data()
         self._reads += 1
-        end = d.get("backward_comm_time_end")
+        end, it = d.get("backward_comm_time_end"), d.get("iteration")
+        synced = it - self._last_iter if it is not None and self._last_iter is not None else 0
+        if it is not None: self._last_iter = it
         if end is None and self._reads == 3:
             import torch
             warnings.warn(f"StepProfiler(mode='light'): DDP's logging data in torch {torch.__version__} has no backward_comm_time_end, "
@@ -180,6 +183,9 @@ class DDPTimers:
         self.waited_s += max(0, span - overlap) / 1e9
         self.span_s += span / 1e9
         self.backwards += 1
+        if self._handle is None and synced > 1:  # several synced backwards since the last read, and only the last one timed
+            self.backwards += synced - 1  # their bytes are known: each all-reduced every gradient
+            self._handle = self._model.register_forward_pre_hook(self._before_forward)  # from now on, read before each forward
 
     def take(self) -> tuple[float, float, int]:
         "(seconds waited, seconds of communication span, wire bytes) of the DDP backwards since the last `take`."
@@ -190,8 +196,8 @@ class DDPTimers:
         return out
 
     def remove(self):
-        "Remove the forward pre-hook."
-        self._handle.remove()
+        "Remove the forward pre-hook, if it was installed."
+        if self._handle is not None: self._handle.remove(); self._handle = None
 
 # %% ../../nbs/19_profile.ipynb #259176d9
 EMIT_EVERY_S = 0.2  # how often the writer thread writes the steps' events
