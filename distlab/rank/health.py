@@ -147,14 +147,15 @@ class HealthSampler:
         self._thread = threading.Thread(target=self._loop, name="distlab-health", daemon=True); self._thread.start()
         return self
 
-    def stop(self, last: bool = True):  # `last`: one more sample now (at exit: what the script set, however short the run)
-        "Stop sampling; the process's last figures go out as one more sample unless `last` is False."
-        was_running = self._thread is not None and not self._stop.is_set()
+    def sample_now(self):
+        "Emit one sample at once while sampling runs: the rank's writer calls it before `loop_done` and `exit`, so even a run shorter than the period reports what it ended with."
+        if self._thread is None or self._stop.is_set(): return
+        try: self.emit("health", **self.sample()); self.samples += 1
+        except Exception: pass
+
+    def stop(self):
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread(): self._thread.join(timeout=2)
-        if last and was_running:
-            try: self.emit("health", **self.sample()); self.samples += 1
-            except Exception: pass
 
 # %% ../../nbs/19c_health_sampler.ipynb #01588dbe
 _sampler: HealthSampler | None = None
@@ -174,5 +175,6 @@ def install_from_env(environ=None) -> HealthSampler | None:
     if every_s <= 0: return None
     _sampler = HealthSampler(w.emit, every_s, int(env.get("LOCAL_RANK", "0") or 0), env).start()
     _sampler._pid = os.getpid()
+    w.flushers.append(_sampler.sample_now)  # a last sample before the rank's `loop_done` and `exit`
     atexit.register(_sampler.stop)
     return _sampler
