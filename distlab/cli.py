@@ -393,13 +393,15 @@ def tour_table(rows: list[dict]) -> str:
     "The tour's summary: one line per scenario with broken and fixed side by side."
     by = {}
     for r in rows: by.setdefault(r["scenario"], {})[r["variant"]] = r
-    head = f"{'scenario':<28} {'reproduced':<11} {'diagnosis':<34} {'fix verified':<13} {'time':>6}"
+    diags = {sid: (f"{b['diagnosis_kind']} (ranks {b['culprits']})" if (b := v.get("broken")) and b.get("diagnosis_kind") else "-")
+             for sid, v in by.items()}
+    w = max([34, *map(len, diags.values())])  # a long verdict widens the column instead of pushing the rest out of line
+    head = f"{'scenario':<28} {'reproduced':<11} {'diagnosis':<{w}} {'fix verified':<13} {'time':>6}"
     lines = [head, "-" * len(head)]
     for sid, v in by.items():
         b, f = v.get("broken"), v.get("fixed")
-        diag = f"{b['diagnosis_kind']} (ranks {b['culprits']})" if b and b.get("diagnosis_kind") else "-"
         secs = sum(x["duration_s"] for x in (b, f) if x)
-        lines.append(f"{sid:<28} {_yn(b):<11} {diag:<34} {_yn(f):<13} {secs:>5.0f}s")
+        lines.append(f"{sid:<28} {_yn(b):<11} {diags[sid]:<{w}} {_yn(f):<13} {secs:>5.0f}s")
     return "\n".join(lines)
 
 def _yn(r): return "-" if r is None else ("yes" if r["matched"] else "NO")
