@@ -10,8 +10,9 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['NPROC_NAMES', 'BACKENDS', 'START_METHODS', 'NUMA_BINDINGS', 'STALL_POLICIES', 'MODEL_KINDS', 'PRECISIONS',
-           'OPTIMIZERS', 'COMM_HOOKS', 'PROFILE_MODES', 'ConfigError', 'count_local_ranks', 'LaunchConfig',
-           'parse_trace_window', 'ModelConfig', 'DataConfig', 'TrainerConfig', 'TrainConfig']
+           'OPTIMIZERS', 'COMM_HOOKS', 'PROFILE_MODES', 'ConfigError', 'cores_available', 'threads_per_rank',
+           'count_local_ranks', 'LaunchConfig', 'parse_trace_window', 'ModelConfig', 'DataConfig', 'TrainerConfig',
+           'TrainConfig']
 
 # %% ../nbs/00_config.ipynb #07eab2d1
 class ConfigError(ValueError):
@@ -56,10 +57,18 @@ def _is_a(value, t) -> bool:
 # %% ../nbs/00_config.ipynb #3b7de1d9
 NPROC_NAMES = ("auto", "cpu", "gpu", "xpu")
 
+def cores_available(pid: int = 0) -> int:
+    "CPU cores process `pid` (0: this one) may run on: its affinity mask, which containers and taskset narrow, not the host's count."
+    return len(os.sched_getaffinity(pid)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+def threads_per_rank(local_ranks: int, cores: int | None = None) -> int:
+    "Intra-op threads that keep `local_ranks` ranks of a node within its cores: cores // ranks, at least 1."
+    return max(1, (cores or cores_available()) // max(local_ranks, 1))
+
 def count_local_ranks(nproc: int | str) -> int:
     "Ranks per node for torchrun's `--nproc-per-node` value (a number, `cpu`, `gpu`, `xpu` or `auto`), counted as torchrun counts them."
     if isinstance(nproc, int): return nproc
-    if nproc == "cpu": return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if nproc == "cpu": return cores_available()
     if nproc not in NPROC_NAMES: raise ValueError(f"use a whole number of ranks or one of {', '.join(NPROC_NAMES)}")
     import torch  # only the accelerators need it (1-2 s)
     if nproc in ("gpu", "xpu"):

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import difflib, errno, os, resource, socket, threading
 from pathlib import Path
+from ..config import cores_available, threads_per_rank
 from .doctor import Check, OK_FIX
 from ..rank.node_facts import software_versions, NODE_ENV_PREFIXES
 
@@ -13,7 +14,7 @@ from ..rank.node_facts import software_versions, NODE_ENV_PREFIXES
 __all__ = ['NCCL_VARIABLES', 'GLOO_VARIABLES', 'TORCH_DIST_VARIABLES', 'KNOWN_VARIABLES', 'CHECKED_PREFIXES', 'FOLKLORE',
            'RESOLVE_TIMEOUT_S', 'SHM_MARGIN', 'interfaces', 'ifname_check', 'value_checks', 'environment_checks',
            'resolve', 'port_holder', 'port_free', 'rendezvous_checks', 'shm_needed_bytes', 'shm_check',
-           'open_files_check', 'cores_here', 'threads_check', 'version_checks']
+           'open_files_check', 'threads_check', 'version_checks']
 
 # %% ../../nbs/80a_env_checks.ipynb #43562839
 NCCL_VARIABLES = set("""SOCKET_IFNAME SOCKET_FAMILY SOCKET_RETRY_CNT SOCKET_RETRY_SLEEP_MSEC SOCKET_NTHREADS NSOCKS_PERTHREAD
@@ -293,22 +294,18 @@ def open_files_check(nproc: int, workers: int, prefetch: int) -> Check:
                      "before launching, or torch.multiprocessing.set_sharing_strategy('file_system')")
     return Check("open-files", "ok", f"{lim}, enough for {nproc} ranks x {workers} workers", OK_FIX)
 
-def cores_here() -> int:
-    "Cores this process may run on (its affinity, not the host's count)."
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
 def threads_check(nproc: int, env: dict, workers: int = 0) -> Check:
     "Ranks x intra-op threads against the cores."
-    cores = cores_here()
+    cores = cores_available()
     omp = env.get("OMP_NUM_THREADS")
     if omp is not None and not omp.isdigit():
-        return Check("threads", "fail", f"OMP_NUM_THREADS={omp!r} is not a number", f"set OMP_NUM_THREADS={max(1, cores // nproc)}")
+        return Check("threads", "fail", f"OMP_NUM_THREADS={omp!r} is not a number", f"set OMP_NUM_THREADS={threads_per_rank(nproc, cores)}")
     threads = int(omp) if omp else (1 if nproc > 1 else cores)
     src = f"OMP_NUM_THREADS={omp}" if omp else ("torchrun's default of 1 per rank" if nproc > 1 else "one per core")
     msg = f"{nproc} ranks x {threads} threads ({src}) on {cores} cores" + (f", plus {nproc * workers} DataLoader workers" if workers else "")
     if nproc * threads > cores:
         return Check("threads", "warn", msg + ": threads wait for each other's cores, compute slows by more than the sharing",
-                     f"OMP_NUM_THREADS={max(1, cores // nproc)} (cores // ranks per node)")
+                     f"OMP_NUM_THREADS={threads_per_rank(nproc, cores)} (cores // ranks per node)")
     return Check("threads", "ok", msg, OK_FIX)
 
 # %% ../../nbs/80a_env_checks.ipynb #d0fb60e5

@@ -5,19 +5,16 @@
 # %% ../../nbs/19c_health_sampler.ipynb #63613556
 from __future__ import annotations
 import atexit, os, sys, threading, time
+from ..config import cores_available
 from ..contract import HEALTH_ENV
 from .events import rank_writer
 
 # %% auto #0
-__all__ = ['HEALTH_EVERY_S', 'THROTTLE_REASONS', 'cores_available', 'intraop_threads', 'ProcessSampler', 'throttle_names',
-           'rank_gpu_handle', 'GpuSampler', 'cuda_device', 'HealthSampler', 'install_from_env']
+__all__ = ['HEALTH_EVERY_S', 'THROTTLE_REASONS', 'intraop_threads', 'ProcessSampler', 'throttle_names', 'rank_gpu_handle',
+           'GpuSampler', 'cuda_device', 'HealthSampler', 'install_from_env']
 
 # %% ../../nbs/19c_health_sampler.ipynb #fe6665e6
 HEALTH_EVERY_S = 1.0  # default seconds between samples (`DISTLAB_HEALTH_EVERY_S` overrides; 0 turns sampling off)
-
-def cores_available(pid: int = 0) -> int:
-    "CPU cores process `pid` (0: this one) may run on: its affinity mask, which containers and taskset narrow, not the host's count."
-    return len(os.sched_getaffinity(pid)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 def intraop_threads() -> int | None:
     "torch's intra-op thread pool size in this process (one setting for the whole process), or None where torch is not imported."
@@ -117,7 +114,7 @@ class HealthSampler:
         self.emit, self.every_s, self.local_rank = emit, every_s, local_rank
         self.env = os.environ if environ is None else environ
         self.proc, self.gpu, self._gpu_looked = ProcessSampler(), None, False
-        self.cores = cores_available()  # the oversubscribed-threads rule sets it beside the intra-op threads
+        self.cores = cores_available()  # read once; the oversubscribed-threads rule sets the threads against it
         self.samples, self._stop, self._thread = 0, threading.Event(), None
 
     def _gpu_fields(self) -> dict:

@@ -149,10 +149,10 @@ class DDPTimers:
         model._set_ddp_runtime_logging_sample_rate(1)  # time every iteration, not the first 10 and then 1 in 100
         self._logger = model.logger
         p = next(p for p in model.parameters() if p.requires_grad)
-        grad_bytes = self._data().get("total_parameter_size_bytes") or sum(
+        d = self._data()
+        grad_bytes = d.get("total_parameter_size_bytes") or sum(
             q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
         self.wire_bytes = grad_bytes // p.element_size() * wire_bytes_per_element(hook, p.element_size())  # per backward
-        d = self._data()
         self._last_end, self._last_iter = d.get("backward_comm_time_end"), d.get("iteration")  # iteration: DDP's synced forwards
         self.waited_s = self.span_s = 0.0
         self.backwards = self._forwards = self._reads = 0

@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from ..rank.events import read_events, event_ranks
-from ..rank.health import cores_available
+from ..config import cores_available, threads_per_rank
 from ..rank.worker import RankContext
 from ..train.data import SyntheticDataset
 from ..train.trainer import trainer_from_context
@@ -21,7 +21,7 @@ from . import Scenario, Variant, Expect, Measured, register
 __all__ = ['WARMUP_STEPS', 'MIN_REBALANCE_SPEEDUP', 'MIN_BROKEN_DATA_SHARE', 'MAX_FIXED_DATA_SHARE', 'rank_events',
            'rank_medians', 'ShareBatches', 'shares_by_speed', 'global_mean_loss', 'straggler', 'check_straggler_broken',
            'check_straggler_fixed', 'SlowSamples', 'dataloader_bottleneck', 'check_data_starved', 'check_data_fed',
-           'threads_per_rank', 'oversubscribed_threads', 'check_threads_over', 'check_threads_fit']
+           'oversubscribed_threads', 'check_threads_over', 'check_threads_fit']
 
 # %% ../../nbs/43_performance.ipynb #2c6afb29
 WARMUP_STEPS = 2  # left out of every median: DDP builds its buckets in the first step
@@ -180,10 +180,6 @@ def check_data_fed(result) -> Measured:
     return m
 
 # %% ../../nbs/43_performance.ipynb #8a140c63
-def threads_per_rank(local_ranks: int, cores: int | None = None) -> int:
-    "Intra-op threads that keep `local_ranks` ranks on this node within its cores: cores // ranks, at least 1."
-    return max(1, (cores or cores_available()) // max(local_ranks, 1))
-
 def oversubscribed_threads(ctx: RankContext):
     "Broken: every rank sets one thread per core of the node. Fixed: threads per rank = cores // ranks on the node."
     p, cores = ctx.params, cores_available()

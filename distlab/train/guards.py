@@ -42,6 +42,7 @@ def check_step_counts(steps: int, *, group=None, what: str = "the number of step
 import math, os
 from dataclasses import dataclass, field
 from torch import nn
+from ..config import cores_available
 from ..rank.events import emit
 
 def _gather_objects(obj, group=None) -> list:
@@ -153,7 +154,7 @@ def dataloader_settings(ranks_per_node: int | None = None,  # default: LOCAL_WOR
                         slow_samples: bool = True) -> LoaderAdvice:  # False: samples are in memory; workers cost more than they save
     "Workers, pinning, persistence and prefetch for one rank, from the cores each rank gets on the node."
     ranks = ranks_per_node or int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    cores = cores or len(os.sched_getaffinity(0))
+    cores = cores or cores_available()
     per_rank = max(1, cores // ranks)
     workers = max(0, per_rank - 1) if slow_samples else 0  # one core stays with the training process
     kw = {"num_workers": workers, "pin_memory": device == "cuda", "persistent_workers": workers > 0}
@@ -168,7 +169,7 @@ def dataloader_settings(ranks_per_node: int | None = None,  # default: LOCAL_WOR
 def dataloader_problems(loader, ranks_per_node: int | None = None, cores: int | None = None) -> list[str]:
     "What is off in an existing DataLoader's settings for this node (an empty list when nothing is)."
     ranks = ranks_per_node or int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    cores = cores or len(os.sched_getaffinity(0))
+    cores = cores or cores_available()
     out, workers = [], loader.num_workers
     if workers * ranks > cores: out.append(f"num_workers={workers} x {ranks} ranks = {workers * ranks} worker processes for {cores} cores: use at most {max(0, cores // ranks - 1)}")
     if workers and not loader.persistent_workers: out.append("persistent_workers=False: workers start again every epoch; set it to True")

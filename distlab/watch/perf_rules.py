@@ -4,6 +4,7 @@
 
 # %% ../../nbs/29a_perf_rules.ipynb #0a51a306
 from __future__ import annotations
+from ..config import threads_per_rank
 from .diagnosis import Diagnosis
 from .rules import Context, register_rule
 from .steps import Straggler, straggler
@@ -83,7 +84,7 @@ def oversubscribed_hosts(tracks: dict) -> list[dict]:
         if not all("intraop_threads" in h and "cores" in h for h in hs): continue  # a rank has not sampled yet
         if any("gpu" in h or "cuda_alloc_bytes" in h for h in hs): continue  # GPU ranks: the device computes
         cores = min(h["cores"] for h in hs)
-        share = max(1, cores // len(ts))
+        share = threads_per_rank(len(ts), cores)
         total = sum(h["intraop_threads"] for h in hs)
         over = sorted(t.rank for t in ts if t.health["intraop_threads"] > share)
         if over and total > cores:
