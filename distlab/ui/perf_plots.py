@@ -41,9 +41,10 @@ def plot_step_breakdown(source,  # a run directory, a `RunAnalysis`, live tracks
         ax.barh(ys, ms, left=left, color=color, label=PHASE_NAMES[k], height=0.6)
         left = [a + b for a, b in zip(left, ms)]
     for y, total in zip(ys, left): ax.text(total, y, f" {total:.1f} ms", va="center", fontsize=8)
-    ax.set_yticks(ys, [f"rank {r}" + ("  <- slow" if r in culprits else "") for r in ys])
+    marked = set(culprits) if not set(ys) <= set(culprits) else set()  # every rank named (threads over the cores): none is the slow one
+    ax.set_yticks(ys, [f"rank {r}" + ("  <- slow" if r in marked else "") for r in ys])
     for lab, r in zip(ax.get_yticklabels(), ys):
-        if r in culprits: lab.set_color("#cf222e"); lab.set_fontweight("bold")
+        if r in marked: lab.set_color("#cf222e"); lab.set_fontweight("bold")
     ax.invert_yaxis(); ax.set_xlim(0, max(left) * 1.18)
     ax.set_xlabel("median step time (ms)")
     ax.set_title(title or "Where each rank's step goes")

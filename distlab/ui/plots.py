@@ -414,6 +414,7 @@ def save_run_figures(run_dir: str | Path,  # a run directory
     prefix = prefix or run_dir.name
     run, diag = load_run(run_dir), run_diagnosis(run_dir)
     culprits = _culprits(run_dir)
+    if run.by_rank and set(run.by_rank) <= set(culprits): culprits = []  # every rank named (threads over the cores): red would single none out
     figs = {"progress": plot_progress(run, culprits=culprits), "timeline": plot_timeline(run, culprits=culprits, diagnosis=diag)}
     from distlab.ui.perf_plots import perf_figures  # steps, comm, buckets: only where the run recorded them
     if any("step_s" in e for evs in run.by_rank.values() for e in evs if e.get("ev") == "step"):
