@@ -3,11 +3,14 @@ with `StepProfiler` in each mode, side by side in one run.
 
 Modes: `light` (DDP's own reducer timers read once per step, no comm hook: the default), `buckets` (a recording
 comm hook on every bucket) and `hook` (no profiler, only a Python pass-through comm hook, torch's `allreduce_hook`:
-the least a sampled `buckets` mode would cost on the steps it does not record, since DDP takes one hook for good).
+the least a sampled `buckets` mode would cost on the steps it does not record, since DDP takes one hook for good),
+and `plain2`, a second plain copy: the control, whose figure is what the method reads where there is nothing to read.
 One DDP copy of one model per mode (world 1, gloo, the ledger installed as in every distlab run); the copies take
 turns in blocks of steps, the order rotating every round, so that load from other processes hits all alike; each
 figure is the median over rounds of (mode's block / plain block of the same round - 1), with its interquartile range;
 beside it, the ratio of the modes' 10th-percentile blocks (the least disturbed ones), steadier when others load the machine.
+The profilers' event-writer threads run beside the steps: their CPU time per step (from /proc) is reported too
+(`writer_us`), and `step_done_us` is the median time of the profiler's own `step_done` call inside the loop.
 
     python benchmarks/profile_inproc.py [WIDTH | ledger] [--rounds N] [--block STEPS]
 
@@ -31,7 +34,7 @@ dist.init_process_group("gloo", init_method=f"file://{d}/store", world_size=1, r
 from distlab.rank import ledger, events
 from distlab.rank.profile import StepProfiler
 ledger.install()
-MODES = ("plain", "light", "buckets", "hook")
+MODES = ("plain", "plain2", "light", "buckets", "hook")
 
 def net():
     torch.manual_seed(0)
@@ -51,10 +54,17 @@ def runner(mode: str):
     def run_profiled(n):
         for x, y in prof.data(batches[:n]):
             loss = torch.nn.functional.cross_entropy(model(x), y); model.zero_grad(); loss.backward()
-            prof.step_done()
+            t0 = time.perf_counter(); prof.step_done(); done_s[mode].append(time.perf_counter() - t0)
     return (run_plain if prof is None else run_profiled), prof
 
+done_s: dict[str, list[float]] = {"light": [], "buckets": []}  # each step_done call's seconds
 runs = {m: runner(m) for m in MODES}
+
+def thread_cpu_s(thread) -> float:
+    "CPU seconds (user + system) one thread of this process has used, from /proc; 0 for None."
+    if thread is None: return 0.0
+    f = open(f"/proc/self/task/{thread.native_id}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 def per_step(rounds: int) -> dict[str, list[float]]:
     "Seconds per step, one figure per block, for every mode; the order of the modes rotates every round."
@@ -67,8 +77,12 @@ def per_step(rounds: int) -> dict[str, list[float]]:
     return out
 
 load_before = os.getloadavg()
-per_step(4)  # warm up every copy
+per_step(4)  # warm up every copy; the profilers' writer threads start here
+writers = {m: runs[m][1]._writer for m in done_s}
+cpu0 = {m: thread_cpu_s(w) for m, w in writers.items()}
+for v in done_s.values(): v.clear()
 s = per_step(a.rounds)
+writer_us = {m: (thread_cpu_s(w) - cpu0[m]) / (a.rounds * a.block) * 1e6 for m, w in writers.items()}
 out = {"loop": "ledger_inproc" if LEDGER else f"width {WIDTH}", "width": WIDTH, "bucket_cap_mb": BUCKET_MB, "rounds": a.rounds,
        "block": a.block, "step_ms_plain": round(statistics.median(s["plain"]) * 1e3, 3),
        "buckets_per_step": len(runs["buckets"][1].records[-1].buckets), "load_avg": [round(x, 2) for x in (*load_before, *os.getloadavg())]}
@@ -77,6 +91,7 @@ for m in MODES[1:]:
     p10 = lambda xs: statistics.quantiles(xs, n=10)[0]  # the least disturbed blocks: steadier than the median under heavy load
     out[m] = {"step_ms": round(statistics.median(s[m]) * 1e3, 3), "overhead_pct": round(q[1], 2), "overhead_pct_iqr": [round(q[0], 2), round(q[2], 2)],
               "overhead_pct_p10_blocks": round((p10(s[m]) / p10(s["plain"]) - 1) * 100, 2)}
+    if m in done_s: out[m].update(step_done_us=round(statistics.median(done_s[m]) * 1e6, 1), writer_us=round(writer_us[m], 1))
 lines = [json.loads(ln) for ln in open(events.events_path(d, 0)) if '"ev": "step"' in ln]
 out["step_events"] = {m: sum(1 for e in lines if e.get("profile") == m) for m in ("light", "buckets")}
 print(json.dumps(out))

@@ -96,7 +96,7 @@ def profile_rows() -> list[dict]:
             rows.append({"target": f"communication profile overhead, mode={mode} ({how}), on the watched DDP loop, {what} "
                                    f"(world 1, gloo, {p['buckets_per_step']} buckets per step): modes and plain in alternating blocks, "
                                    f"median of paired ratios", "value": f["overhead_pct"], "unit": "%", "goal": "<= 3",
-                         "met": f["overhead_pct"] <= 3, "samples": {**f, "step_ms_plain": p["step_ms_plain"], "hook_only": p["hook"],
+                         "met": f["overhead_pct"] <= 3, "samples": {**f, "step_ms_plain": p["step_ms_plain"], "hook_only": p["hook"], "control_plain2": p["plain2"],
                                                                    "load_avg": p["load_avg"]}})
     return rows
 

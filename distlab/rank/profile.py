@@ -218,10 +218,12 @@ class StepProfiler:
                  hook_state=None,  # the state `hook` expects (None: the model's process group, what torch's hooks take)
                  emit_events: bool = True,  # write `step` events when running under distlab
                  keep_buckets: bool = True,  # buckets mode: keep per-bucket rows in each record and event
+                 keep: int | None = 10_000,  # records kept in memory: the last `keep` steps (None: every step)
                  mode: str | None = None):  # `light` or `buckets`; None: `buckets` when a `hook` is given, else `light`
         if mode is not None and mode not in PROFILE_MODES:
             raise ValueError(f"StepProfiler(mode={mode!r}): use one of {', '.join(PROFILE_MODES)} (or None)")
-        self.records: list[StepRecord] = []
+        self.records: list[StepRecord] = []  # the last `keep` steps' records (between `keep` and 2 x `keep` of them)
+        self.keep = keep
         self._buckets: list[BucketRecord] = []
         self.keep_buckets, self.emit_events = keep_buckets, emit_events and rank_writer() is not None
         self._step, self._start, self._data_s, self._comm_s, self._comm_bytes = 0, None, 0.0, 0.0, 0
@@ -284,6 +286,7 @@ class StepProfiler:
         rec = StepRecord(self._step, step_s, self._data_s, max(0.0, step_s - self._data_s - comm_s), comm_s,
                          self._comm_s + busy, self._comm_bytes + nbytes, rows, fields, self.mode)
         self.records.append(rec)
+        if self.keep is not None and len(self.records) >= 2 * self.keep: del self.records[:-self.keep]  # amortised O(1) per step
         if self.emit_events:
             self._unsent.append(rec)
             if self._writer is None: self._start_writer()
