@@ -18,7 +18,7 @@ __all__ = ['STRAGGLER_MIN_RATIO', 'STRAGGLER_MIN_LOST_SHARE', 'STRAGGLER_MIN_WAI
 STRAGGLER_MIN_RATIO = 2.0        # its compute against the median of the others'
 STRAGGLER_MIN_LOST_SHARE = 0.3   # what the job loses to it, as a share of the step
 STRAGGLER_MIN_WAIT_SHARE = 0.5   # the others' extra communication wait, as a share of what is lost
-STRAGGLER_MIN_STEPS = 5          # profiled steps past the warm-up, on every rank
+STRAGGLER_MIN_STEPS = 10         # profiled steps past the warm-up, on every rank
 LIVE_WINDOW_STEPS = 30           # while the run trains: each rank's last steps only
 
 def is_straggler(s: Straggler | None) -> bool:
