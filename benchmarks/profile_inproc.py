@@ -10,7 +10,8 @@ turns in blocks of steps, the order rotating every round, so that load from othe
 figure is the median over rounds of (mode's block / plain block of the same round - 1), with its interquartile range;
 beside it, the ratio of the modes' 10th-percentile blocks (the least disturbed ones), steadier when others load the machine.
 The profilers' event-writer threads run beside the steps: their CPU time per step (from /proc) is reported too
-(`writer_us`), and `step_done_us` is the median time of the profiler's own `step_done` call inside the loop.
+(`writer_us`), and `step_done_us` is the median time of the profiler's own `step_done` call inside the loop,
+`step_done_us_mean` its mean (light mode reads DDP's timers every `read_every` steps: the mean is its cost per step).
 
     python benchmarks/profile_inproc.py [WIDTH | ledger] [--rounds N] [--block STEPS]
 
@@ -91,7 +92,10 @@ for m in MODES[1:]:
     p10 = lambda xs: statistics.quantiles(xs, n=10)[0]  # the least disturbed blocks: steadier than the median under heavy load
     out[m] = {"step_ms": round(statistics.median(s[m]) * 1e3, 3), "overhead_pct": round(q[1], 2), "overhead_pct_iqr": [round(q[0], 2), round(q[2], 2)],
               "overhead_pct_p10_blocks": round((p10(s[m]) / p10(s["plain"]) - 1) * 100, 2)}
-    if m in done_s: out[m].update(step_done_us=round(statistics.median(done_s[m]) * 1e6, 1), writer_us=round(writer_us[m], 1))
+    if m in done_s:
+        timers = runs[m][1]._timers
+        out[m].update(step_done_us=round(statistics.median(done_s[m]) * 1e6, 1), step_done_us_mean=round(statistics.mean(done_s[m]) * 1e6, 1),
+                      writer_us=round(writer_us[m], 1), read_every=timers.read_every if timers else 1)
 lines = [json.loads(ln) for ln in open(events.events_path(d, 0)) if '"ev": "step"' in ln]
 out["step_events"] = {m: sum(1 for e in lines if e.get("profile") == m) for m in ("light", "buckets")}
 print(json.dumps(out))

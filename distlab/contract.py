@@ -98,7 +98,8 @@ def ranks_in(run_dir: str | Path) -> list[int]:
     return sorted(found)
 
 # %% ../nbs/01_contract.ipynb #1ca5688c
-STEP_PHASE_FIELDS = ("step_s", "data_s", "compute_s", "comm_s", "comm_busy_s", "comm_bytes", "buckets")  # written by `distlab.rank.profile.StepProfiler`
+STEP_PHASE_FIELDS = ("step_s", "data_s", "compute_s", "comm_s", "comm_busy_s", "comm_bytes", "buckets",
+                     "profile", "comm_timed")  # written by `distlab.rank.profile.StepProfiler` (`comm_timed`: only when false)
 HEALTH_FIELDS = ("rss_bytes", "cpu_pct", "threads", "intraop_threads", "cores", "gpu", "gpu_util_pct", "gpu_mem_used_bytes", "gpu_mem_total_bytes",
                  "gpu_temp_c", "gpu_power_w", "gpu_power_limit_w", "gpu_sm_clock_mhz", "gpu_throttle",
                  "cuda_alloc_bytes", "cuda_peak_bytes")  # written by `distlab.rank.health` (GPU ones only on a GPU rank with NVML)

@@ -9,8 +9,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_ddp_and_fsdp_train_alike_at_world_2(tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            str(ROOT / "tests/scripts/trainers_world2.py"), str(tmp_path)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=170, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert p.returncode == 0, p.stderr[-3000:]
+    # PYTHONFAULTHANDLER: a rank killed by a signal prints every thread's Python stack (two CI runs saw rank 1 abort in C++)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=170, env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"})
+    assert p.returncode == 0, (sorted(f.name for f in tmp_path.iterdir()), p.stderr[-6000:])
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     for r in results:
         ddp, fsdp = r["DDPTrainer"], r["FSDPTrainer"]

@@ -4,16 +4,17 @@
 
 # %% ../../nbs/19_profile.ipynb #453a5467
 from __future__ import annotations
-import atexit, statistics, threading, time, warnings
+import atexit, math, statistics, threading, time, warnings
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from ..config import PROFILE_MODES
 from .events import emit, rank_writer
 
 # %% auto #0
-__all__ = ['WIRE_BYTES_PER_ELEMENT', 'DDP_TIMER_APIS', 'EMIT_EVERY_S', 'DEFAULT_MODE', 'wire_bytes_per_element', 'BucketRecord',
-           'recording_hook', 'resolve_cuda', 'StepRecord', 'exposed_and_busy', 'ddp_timers_missing', 'DDPTimers',
-           'register_hook_as_is', 'StepProfiler']
+__all__ = ['WIRE_BYTES_PER_ELEMENT', 'DDP_TIMER_APIS', 'READ_SHARE', 'READ_WARMUP', 'MAX_READ_EVERY', 'EMIT_EVERY_S',
+           'DEFAULT_MODE', 'wire_bytes_per_element', 'BucketRecord', 'recording_hook', 'resolve_cuda', 'StepRecord',
+           'exposed_and_busy', 'ddp_timers_missing', 'DDPTimers', 'register_hook_as_is', 'StepProfiler']
 
 # %% ../../nbs/19_profile.ipynb #8b44688c
 WIRE_BYTES_PER_ELEMENT = {"fp16_compress_hook": 2, "bf16_compress_hook": 2}  # hooks that cast buckets before sending
@@ -103,6 +104,7 @@ class StepRecord:
     buckets: list = field(default_factory=list)  # [index, wire_bytes, ready offset s, dur s] per bucket (buckets mode)
     fields: dict = field(default_factory=dict)   # what the loop passed to `step_done` (loss, samples, ...)
     mode: str | None = None  # how DDP's communication was timed: `light`, `buckets`, or None (no DDP model)
+    comm_timed: bool = True  # False: DDP's timers were not read this step; its wait and span are the last read step's
 
     def event_fields(self) -> dict:
         "The record as the fields of a `step` event."
@@ -111,6 +113,7 @@ class StepRecord:
                "compute_s": r(self.compute_s), "comm_s": r(self.comm_s), "comm_busy_s": r(self.comm_busy_s),
                "comm_bytes": self.comm_bytes, "buckets": self.buckets}
         if self.mode: out["profile"] = self.mode
+        if not self.comm_timed: out["comm_timed"] = False
         return out
 
 def exposed_and_busy(buckets: list[BucketRecord]) -> tuple[float, float]:
@@ -140,12 +143,23 @@ def ddp_timers_missing(model) -> str | None:
     if len(devices) > 1: return f"the module is on {len(devices)} devices ({sorted(map(str, devices))}); DDP times single-device modules only"
     return None
 
+READ_SHARE = 0.005   # light mode reads DDP's timers every step while one read costs at most this share of a step
+READ_WARMUP = 20     # steps read one by one before the profiler may skip reads
+MAX_READ_EVERY = 16  # however short the step, a read at least this often
+
 class DDPTimers:
     "Communication wait, span and bytes of a DDP model's backward passes, from DDP's own C++ reducer timers (no Python comm hook)."
     def __init__(self, model,  # a DistributedDataParallel model
-                 hook=None):  # the comm hook DDP runs, if any (for the bytes it sends per element)
+                 hook=None,  # the comm hook DDP runs, if any (for the bytes it sends per element)
+                 read_every: int | None = None):  # after `READ_WARMUP` steps, read the timers every this many; None: every step unless a read costs more than `READ_SHARE` of one
         why = ddp_timers_missing(model)
         if why: raise NotImplementedError(why)
+        if read_every is not None and (not isinstance(read_every, int) or read_every < 1):
+            raise ValueError(f"read_every={read_every!r}: use a whole number of steps >= 1, or None to let the profiler choose")
+        self.read_every, self._auto = read_every or 1, read_every is None
+        self.irregular = False  # a read found other than one synced backward per step: read every step from then on
+        self._unread, self._last = 0, (0.0, 0.0)  # steps since the last read; the last backward's (waited, span)
+        self._read_costs, self._step_costs = deque(maxlen=32), deque(maxlen=64)
         model._set_ddp_runtime_logging_sample_rate(1)  # time every iteration, not the first 10 and then 1 in 100
         self._logger = model.logger
         p = next(p for p in model.parameters() if p.requires_grad)
@@ -153,7 +167,7 @@ class DDPTimers:
         grad_bytes = d.get("total_parameter_size_bytes") or sum(
             q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
         self.wire_bytes = grad_bytes // p.element_size() * wire_bytes_per_element(hook, p.element_size())  # per backward
-        self._last_end, self._last_iter = d.get("backward_comm_time_end"), d.get("iteration")  # iteration: DDP's synced forwards
+        self._last_end, self._last_iter = d.get("backward_comm_time_end"), d.get("iteration") or 0  # iteration: DDP's synced forwards (none yet: absent)
         self.waited_s = self.span_s = 0.0
         self.backwards = self._forwards = self._reads = 0
         self._model, self._handle = model, None  # the forward pre-hook comes once a step runs several synced forwards
@@ -166,13 +180,15 @@ class DDPTimers:
         self._forwards += 1
         if self._forwards > 1: self.collect()  # a second forward in one step: read the backward before it is overwritten
 
-    def collect(self) -> None:
+    def collect(self, steps: int = 1) -> None:  # steps closed since the last read (the unread ones were counted one backward each)
         "Add the last DDP backward's figures to this step's, unless they were added already (or no backward ran)."
         d = self._data()
         self._reads += 1
         end, it = d.get("backward_comm_time_end"), d.get("iteration")
         synced = it - self._last_iter if it is not None and self._last_iter is not None else 0
         if it is not None: self._last_iter = it
+        if (it is None or synced != steps) and not self.irregular:  # no backward, or several, in some step (or no count to tell)
+            self.irregular, self.read_every = True, 1
         if end is None and self._reads == 3:
             import torch
             warnings.warn(f"StepProfiler(mode='light'): DDP's logging data in torch {torch.__version__} has no backward_comm_time_end, "
@@ -180,20 +196,34 @@ class DDPTimers:
         if not end or end == self._last_end: return
         self._last_end = end
         span, overlap = d.get("backward_comm_time", 0), d.get("backward_compute_comm_overlap_time", 0)
-        self.waited_s += max(0, span - overlap) / 1e9
-        self.span_s += span / 1e9
+        self._last = (max(0, span - overlap) / 1e9, span / 1e9)
+        self.waited_s += self._last[0]
+        self.span_s += self._last[1]
         self.backwards += 1
-        if self._handle is None and synced > 1:  # several synced backwards since the last read, and only the last one timed
-            self.backwards += synced - 1  # their bytes are known: each all-reduced every gradient
+        if self._handle is None and synced > steps:  # more synced backwards than steps since the last read, and only the last one timed
+            self.backwards += synced - steps  # their bytes are known: each all-reduced every gradient
             self._handle = self._model.register_forward_pre_hook(self._before_forward)  # from now on, read before each forward
 
-    def take(self) -> tuple[float, float, int]:
-        "(seconds waited, seconds of communication span, wire bytes) of the DDP backwards since the last `take`."
-        self.collect()
-        out = (self.waited_s, self.span_s, self.backwards * self.wire_bytes)
+    def take(self, step_s: float | None = None  # the step's time so far, to weigh a read's cost against
+             ) -> tuple[float, float, int, bool]:
+        "(seconds waited, seconds of span, wire bytes, timed) of the DDP backwards since the last `take`; not timed: a step between reads, given the last read backward's wait and span and one backward's bytes."
+        self._unread += 1
+        if step_s is not None and self._auto: self._step_costs.append(step_s)
+        if self._reads >= READ_WARMUP and self._unread < self.read_every: return (*self._last, self.wire_bytes, False)
+        t0 = time.perf_counter()
+        self.collect(self._unread)
+        self._read_costs.append(time.perf_counter() - t0)
+        out = (self.waited_s, self.span_s, self.backwards * self.wire_bytes, True)
         self.waited_s = self.span_s = 0.0
-        self.backwards = self._forwards = 0
+        self.backwards = self._forwards = self._unread = 0
+        if self._auto and not self.irregular and self._reads >= READ_WARMUP and self._reads % 4 == 0: self._choose_read_every()
         return out
+
+    def _choose_read_every(self):
+        "Read every step while a read costs at most `READ_SHARE` of a step; else every k steps (k <= `MAX_READ_EVERY`)."
+        if not self._step_costs: return
+        read, step = statistics.median(self._read_costs), statistics.median(self._step_costs)
+        self.read_every = max(1, min(MAX_READ_EVERY, math.ceil(read / (READ_SHARE * step)))) if step > 0 else 1
 
     def remove(self):
         "Remove the forward pre-hook, if it was installed."
@@ -219,7 +249,8 @@ class StepProfiler:
                  emit_events: bool = True,  # write `step` events when running under distlab
                  keep_buckets: bool = True,  # buckets mode: keep per-bucket rows in each record and event
                  keep: int | None = 10_000,  # records kept in memory: the last `keep` steps (None: every step)
-                 mode: str | None = None):  # `light` or `buckets`; None: `buckets` when a `hook` is given, else `light`
+                 mode: str | None = None,  # `light` or `buckets`; None: `buckets` when a `hook` is given, else `light`
+                 read_every: int | None = None):  # light: read DDP's timers every this many steps (None: every step unless that costs > 0.5 % of a step)
         if mode is not None and mode not in PROFILE_MODES:
             raise ValueError(f"StepProfiler(mode={mode!r}): use one of {', '.join(PROFILE_MODES)} (or None)")
         self.records: list[StepRecord] = []  # the last `keep` steps' records (between `keep` and 2 x `keep` of them)
@@ -233,7 +264,7 @@ class StepProfiler:
         if model is None: return
         state = hook_state if hook_state is not None else getattr(model, "process_group", None)
         if self.mode == "light":
-            try: self._timers = DDPTimers(model, hook)
+            try: self._timers = DDPTimers(model, hook, read_every)
             except NotImplementedError as e:
                 warnings.warn(f"StepProfiler(mode='light'): {e}; timing every bucket instead (mode='buckets', a Python comm hook: "
                               "50-100 us per bucket)", stacklevel=2)
@@ -266,25 +297,27 @@ class StepProfiler:
         finally:
             self._comm_s += time.perf_counter() - t0; self._comm_bytes += nbytes
 
-    def _ddp_comm(self) -> tuple[float, float, int, list]:
-        "(seconds waited, seconds busy, wire bytes, bucket rows) of this step's DDP communication."
-        if self._timers is not None: return (*self._timers.take(), [])
-        if self.mode is None: return 0.0, 0.0, 0, []  # no model: only the phases are timed
+    def _ddp_comm(self, step_s: float) -> tuple[float, float, int, list, bool]:
+        "(seconds waited, seconds busy, wire bytes, bucket rows, timed) of this step's DDP communication."
+        if self._timers is not None:
+            waited, busy, nbytes, timed = self._timers.take(step_s)
+            return waited, busy, nbytes, [], timed
+        if self.mode is None: return 0.0, 0.0, 0, [], True  # no model: only the phases are timed
         bs, self._buckets[:] = list(self._buckets), []
         resolve_cuda(bs)
         exposed, busy = exposed_and_busy(bs)
         rows = [[b.index, b.wire_bytes, round(b.ready_s - self._start, 6), round(b.dur_s, 6)] for b in bs] if self.keep_buckets else []
-        return exposed, busy, sum(b.wire_bytes for b in bs), rows
+        return exposed, busy, sum(b.wire_bytes for b in bs), rows, True
 
     def step_done(self, **fields) -> StepRecord:
         "Close the current step; `fields` (loss, samples, ...) go into its record and event."
         self._begin()
         end = time.perf_counter()
-        waited, busy, nbytes, rows = self._ddp_comm()
         step_s = end - self._start
+        waited, busy, nbytes, rows, timed = self._ddp_comm(step_s)
         comm_s = min(self._comm_s + waited, max(0.0, step_s - self._data_s))
         rec = StepRecord(self._step, step_s, self._data_s, max(0.0, step_s - self._data_s - comm_s), comm_s,
-                         self._comm_s + busy, self._comm_bytes + nbytes, rows, fields, self.mode)
+                         self._comm_s + busy, self._comm_bytes + nbytes, rows, fields, self.mode, timed)
         self.records.append(rec)
         if self.keep is not None and len(self.records) >= 2 * self.keep: del self.records[:-self.keep]  # amortised O(1) per step
         if self.emit_events:
