@@ -185,7 +185,7 @@ class DDPTimers:
         d = self._data()
         self._reads += 1
         end, it = d.get("backward_comm_time_end"), d.get("iteration")
-        synced = it - self._last_iter if it is not None and self._last_iter is not None else 0
+        synced = it - self._last_iter if it is not None else 0
         if it is not None: self._last_iter = it
         if (it is None or synced != steps) and not self.irregular:  # no backward, or several, in some step (or no count to tell)
             self.irregular, self.read_every = True, 1
