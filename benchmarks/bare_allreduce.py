@@ -5,8 +5,9 @@
 
 Per size: `warmup` calls, a barrier, `iters` timed calls; the time is the mean per call of the slowest rank.
 Rank 0 prints one JSON object: {"world_size": n, "rows": [{"size_bytes", "time_s", "busbw_gbps"}]}; with `--paired R`,
-each row instead holds R bare and R distlab times (`bare_s`, `distlab_s`), measured in turns in the same processes."""
-import argparse, json, time
+each row instead holds R bare and R distlab times (`bare_s`, `distlab_s`), measured in turns in the same processes,
+each a block of `iters` calls: --iters, or more, enough to last --min-block-s."""
+import argparse, json, math, time
 import torch, torch.distributed as dist
 
 def bare_time(count: int, iters: int, warmup: int) -> float:
@@ -34,6 +35,7 @@ def main():
     ap.add_argument("--sizes", required=True, help="comma-separated sizes in bytes (float32 elements: multiples of 4)")
     ap.add_argument("--iters", type=int, default=20); ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--paired", type=int, default=0, help="rounds of bare and distlab timing in turns (0: bare only)")
+    ap.add_argument("--min-block-s", type=float, default=0.05, help="with --paired: at least this long a block (more calls per block)")
     a = ap.parse_args()
     dist.init_process_group("gloo")
     n, rows = dist.get_world_size(), []
@@ -43,11 +45,15 @@ def main():
                 secs = slowest(bare_time(size // 4, a.iters, a.warmup))
                 rows.append({"size_bytes": size, "time_s": secs, "busbw_gbps": size / 1e9 / secs * 2 * (n - 1) / n})
                 continue
-            row = {"size_bytes": size, "bare_s": [], "distlab_s": []}
+            # blocks of at least --min-block-s: 50 calls of a small all_reduce take ~2 ms, shorter than a scheduler
+            # slice on 2 shared cores, and such blocks differ by 0.3-2.8x from one to the next with no change in code
+            one = slowest(bare_time(size // 4, a.warmup, 1))
+            iters = max(a.iters, math.ceil(a.min_block_s / one))  # the same on every rank: `one` is the slowest rank's
+            row = {"size_bytes": size, "iters": iters, "bare_s": [], "distlab_s": []}
             for i in range(a.paired):
                 for side in (("bare", "distlab") if i % 2 == 0 else ("distlab", "bare")):
                     f = bare_time if side == "bare" else distlab_time
-                    row[f"{side}_s"].append(slowest(f(size // 4, a.iters, a.warmup)))
+                    row[f"{side}_s"].append(slowest(f(size // 4, iters, a.warmup)))
             rows.append(row)
         if dist.get_rank() == 0: print(json.dumps({"world_size": n, "rows": rows}), flush=True)
     finally: dist.destroy_process_group()

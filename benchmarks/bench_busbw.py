@@ -10,7 +10,9 @@ loop's in the same round, and the figure is the median of those ratios over size
 
 `measure_paired()`: whole jobs on 2 shared cores vary by several times from one run to the next, so the same two
 loops (distlab's rank code and the hand-written one) are also timed in alternating blocks inside one torchrun job,
-where every pair shares the machine's load. Each returns one row of benchmarks/run.py's table."""
+where every pair shares the machine's load, each block at least 50 ms long (more than 50 calls at small sizes).
+The two loops run the same calls, so the ratio's spread is the machine's: at latency-bound sizes single pairs still
+differ by 0.4-2.5x on 2 shared cores, at 16 MiB by about 10 %. Each returns one row of benchmarks/run.py's table."""
 import argparse, json, os, statistics, subprocess, sys, tempfile
 from pathlib import Path
 
@@ -61,7 +63,7 @@ def measure(repeats: int = 3, nproc: int = 2, minbytes: int = 8, maxbytes: int =
                         "busbw_gbps": {side: {str(s): [round(v, 5) for v in vals] for s, vals in per.items()}
                                        for side, per in samples.items()}}}
 
-def measure_paired(rounds: int = 7, nproc: int = 2, minbytes: int = 8, maxbytes: int = 16 * 2**20, stepfactor: int = 8,
+def measure_paired(rounds: int = 15, nproc: int = 2, minbytes: int = 8, maxbytes: int = 16 * 2**20, stepfactor: int = 8,
                    iters: int = 50, warmup: int = 5) -> dict:
     "A benchmarks/run.py row: distlab bench's rank-side timing / the bare loop's, in alternating blocks inside one torchrun job."
     sizes = size_sweep(minbytes, maxbytes, stepfactor)
@@ -89,7 +91,7 @@ if __name__ == "__main__":
     ap.add_argument("--repeats", type=int, default=5); ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--maxbytes", type=int, default=16 * 2**20); ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    rows = [measure(a.repeats, a.nproc, maxbytes=a.maxbytes), measure_paired(a.repeats + 2, a.nproc, maxbytes=a.maxbytes)]
+    rows = [measure(a.repeats, a.nproc, maxbytes=a.maxbytes), measure_paired(3 * a.repeats, a.nproc, maxbytes=a.maxbytes)]
     if a.json: print(json.dumps(rows, indent=1))
     else:
         for row in rows: _print(row)

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/20_ledger.ipynb #40f42ade
 from __future__ import annotations
-import atexit, faulthandler, gc, inspect, itertools, json, linecache, os, signal, sys, sysconfig, threading, time
+import atexit, faulthandler, gc, inspect, itertools, json, linecache, os, signal, sys, sysconfig, threading, time, weakref
 from pathlib import Path
 from ..contract import RUN_DIR_ENV, DDP_BUCKETS_ENV, heartbeat_path, stacks_path
 from .events import emit, rank_writer
@@ -343,6 +343,8 @@ def _patch_collectives():
             if getattr(mod, name, None) is fn: setattr(mod, name, w)
 
 # %% ../../nbs/20_ledger.ipynb #c345408b
+_ddp_models = weakref.WeakSet()  # the DDP models of this process that are alive, or unreachable in a cycle the collector has not freed yet
+
 def _patch_lifecycle():
     import torch.distributed as dist, torch.distributed.distributed_c10d as c10d
     init, destroy = c10d.init_process_group, c10d.destroy_process_group
@@ -365,7 +367,8 @@ def _patch_lifecycle():
     def destroy_process_group(*args, **kwargs):
         if not args and kwargs.get("group") is None:
             emit("note", text="destroy_process_group", **call_site())
-            if _keep.get("ddp_built"): gc.collect()  # torch 2.13 + gloo: destroying while a DDP reducer lingers in a cycle can abort at exit (a full collection costs ~80 ms, so only when a DDP model exists)
+            LEDGER.armed.clear()  # a forward with no backward after it must not keep its model alive
+            if _ddp_models: gc.collect()  # a DDP model left in a cycle goes before its group (a full collection: 100-170 ms with torch loaded, so only while one is left)
             if LEDGER.gpu_pending: poll_gpu(wait=True)  # nccl: the last collectives' GPU times, before the group goes
         return destroy(*args, **kwargs)
     for new, old in ((init_process_group, init), (destroy_process_group, destroy)):
@@ -398,7 +401,9 @@ class _DDPRecord:
     "What one DDP model's per-backward record needs, computed at its first backward: group, seq counter, tails."
     __slots__ = ("ddp", "group", "seqs", "extra", "shapes", "dtype", "writer", "tails")
     def __init__(self, ddp, writer: CollWriter):
-        self.ddp, self.writer, self.tails = ddp, writer, {}  # tails: (code, line) of the call -> tail numbers
+        key = id(ddp)  # weakly held: a model the script frees is freed (and its record dropped), before its group goes
+        self.ddp = weakref.ref(ddp, lambda _: LEDGER.ddp_info.pop(key, None))
+        self.writer, self.tails = writer, {}  # tails: (code, line) of the call -> tail numbers
         self.group, granks = LEDGER.group_info(ddp.process_group)
         self.seqs = LEDGER.counter(self.group)
         self.extra = {"ddp": "buckets", **({"group_ranks": granks} if granks is not None else {})}
@@ -414,7 +419,7 @@ class _DDPRecord:
 def _ddp_record(armed: list):
     "The `_DDPRecord` of the one armed model (None when several DDP models share a backward, or after a fork)."
     rec = LEDGER.ddp_info.get(id(armed[0]))
-    if rec is None or rec.ddp is not armed[0] or rec.writer is not LEDGER.writer:
+    if rec is None or rec.ddp() is not armed[0] or rec.writer is not LEDGER.writer:
         if len(armed) > 1 or coll_writer() is None: return None
         rec = LEDGER.ddp_info[id(armed[0])] = _DDPRecord(armed[0], LEDGER.writer)
     return rec if len(armed) == 1 else None
@@ -493,7 +498,7 @@ def _patch_ddp(bucket_mode: str = "backward"):
     if getattr(DDP.__init__, "_distlab", False): return
     init, fwd, reg, reg_builtin = DDP.__init__, DDP.forward, DDP.register_comm_hook, DDP._register_builtin_comm_hook
     def __init__(self, *args, **kwargs):
-        _keep["ddp_built"] = True
+        _ddp_models.add(self)
         _record_ddp_init(init, self, args, kwargs)
         if bucket_mode == "hook": _attach_bucket_hook(self)
     def forward(self, *args, **kwargs):

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import json, os, platform, socket, sys, time
 from datetime import timedelta
-from importlib import metadata, util
+from importlib import util
 from pathlib import Path
 
 # %% auto #0
@@ -29,6 +29,7 @@ def _torch_file_version() -> tuple[str | None, str | None]:
     return ns.get("__version__"), ns.get("cuda")
 
 def _nccl_wheel_version() -> str | None:
+    from importlib import metadata  # here, not at the top: every rank imports this module, few ever ask (~25 ms)
     for name in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11"):
         try: return metadata.version(name)
         except metadata.PackageNotFoundError: pass

@@ -9,7 +9,7 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from ..config import PROFILE_MODES
-from .events import emit, rank_writer
+from .events import rank_writer
 
 # %% auto #0
 __all__ = ['WIRE_BYTES_PER_ELEMENT', 'DDP_TIMER_APIS', 'READ_SHARE', 'READ_WARMUP', 'MAX_READ_EVERY', 'EMIT_EVERY_S',
@@ -342,8 +342,8 @@ class StepProfiler:
         "Write the `step` events not written yet; returns how many."
         n = len(self._unsent)
         recs, self._unsent[:n] = self._unsent[:n], []
-        for rec in recs: emit("step", **rec.event_fields())
-        return n
+        w = rank_writer()
+        return w.emit_many("step", [rec.event_fields() for rec in recs]) if w is not None else n
 
     def close(self):
         "Stop the writer thread and write what is left (also run at exit)."
