@@ -12,9 +12,10 @@ from .node_facts import check_nodes
 from .tape import CollTape
 
 # %% auto #0
-__all__ = ['SPECS', 'UNEVEN_OPS', 'P2P_PEER', 'LEDGER', 'STACKS_SIGNAL', 'shapes_of', 'mark_user_code', 'call_site', 'site_json',
-           'Ledger', 'CollWriter', 'coll_writer', 'poll_pending', 'poll_gpu', 'run_recorded', 'run_recorded_gpu',
-           'record', 'torch_work', 'start_heartbeat', 'register_stack_dump', 'install']
+__all__ = ['SPECS', 'UNEVEN_OPS', 'P2P_PEER', 'LEDGER', 'STACKS_SIGNAL', 'GLOO_WORKERS', 'shapes_of', 'mark_user_code',
+           'call_site', 'site_json', 'Ledger', 'CollWriter', 'coll_writer', 'poll_pending', 'poll_gpu', 'run_recorded',
+           'run_recorded_gpu', 'record', 'torch_work', 'start_heartbeat', 'register_stack_dump', 'gloo_worker_states',
+           'settle_gloo_workers', 'install']
 
 # %% ../../nbs/20_ledger.ipynb #eb85d719
 SPECS = {  # op -> names of the tensor arguments whose shapes every rank must agree on
@@ -564,6 +565,31 @@ def register_stack_dump(path: str | Path) -> None:
     f = open(path, "a"); _keep["stacks"] = f
     faulthandler.register(STACKS_SIGNAL, file=f, all_threads=True, chain=False)
 
+# %% ../../nbs/20_ledger.ipynb #gloo-settle-code
+GLOO_WORKERS = ("pt_gloo_runloop",)  # the names Linux shows for gloo's worker threads
+
+def gloo_worker_states() -> list[str]:
+    "The scheduler state (`R`, `S`, `D`, ...) of each gloo worker thread of this process, from /proc; [] where there is none."
+    task, out = Path("/proc/self/task"), []
+    try: tids = os.listdir(task)
+    except OSError: return out  # no /proc: not Linux
+    for tid in tids:
+        try:
+            if (task / tid / "comm").read_text().strip() in GLOO_WORKERS:
+                out.append((task / tid / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except OSError: continue  # the thread ended while we looked
+    return out
+
+def settle_gloo_workers(timeout_s: float = 0.2, poll_s: float = 0.002) -> bool:
+    "Sleep (the GIL released) until every gloo worker is asleep on two checks in a row; False if one is still busy at `timeout_s`."
+    deadline, quiet = time.monotonic() + timeout_s, 0
+    while True:
+        quiet = quiet + 1 if all(s == "S" for s in gloo_worker_states()) else 0
+        if quiet >= 2: return True
+        if time.monotonic() > deadline: return False
+        time.sleep(poll_s)  # a worker waiting for the GIL takes it now and finishes
+
+
 # %% ../../nbs/20_ledger.ipynb #aa9c7322
 def install() -> bool:
     "Record every collective of this process as `coll` events; False (and no change) outside a distlab run."
@@ -579,6 +605,7 @@ def install() -> bool:
     tape = coll_writer().tape
     _keep["heartbeat"] = start_heartbeat(heartbeat_path(run_dir, rank), flush=lambda: (
         LEDGER.pending and poll_pending(), LEDGER.gpu_pending and poll_gpu(), tape.flush()))
+    atexit.register(settle_gloo_workers)  # registered first, so it runs last of these: just before the interpreter finalizes
     atexit.register(tape.flush)  # a normal exit writes the last records (a crash leaves them to `salvage`)
     atexit.register(lambda: LEDGER.gpu_pending and poll_gpu())  # nccl, before that flush: ends the GPU has passed
     register_stack_dump(stacks_path(run_dir, rank))
