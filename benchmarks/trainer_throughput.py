@@ -71,7 +71,9 @@ def worker(a):
                           "hand_samples_per_s": round(statistics.median(rates["hand"])),
                           "trainer_samples_per_s": round(statistics.median(rates["trainer"])),
                           "trainer_unprofiled_samples_per_s": round(statistics.median(rates["trainer_unprofiled"])),
-                          "ratio": ratio("trainer"), "ratio_unprofiled": ratio("trainer_unprofiled")}), flush=True)
+                          "ratio": ratio("trainer"), "ratio_unprofiled": ratio("trainer_unprofiled"),
+                          "by_order": {k: [round(statistics.median(t / h for i, (t, h) in enumerate(zip(rates[k], rates["hand"])) if i % 2 == o), 4)
+                                           for o in (0, 1)] for k in ("trainer", "trainer_unprofiled")}}), flush=True)
     del hand, trainers; gc.collect()
     dist.destroy_process_group()
 
