@@ -120,10 +120,12 @@ def _died(culprits: list[int], tracks: dict[int, RankTrack]) -> Diagnosis:
     if t.exit is not None:
         tb = (t.exit.get("traceback") or "").strip().splitlines()
         head = f"rank {t.rank} raised {_short(t.exit.get('error'))}" + (f" at {_tb_site(tb)}" if _tb_site(tb) else "") + wait_txt
-        expl = (f"Rank {t.rank} stopped with an exception in its own code. " + COLLECTIVE_RULE + " So the other "
-                "ranks could not finish their next collective; with gloo they fail soon after with connection "
-                "errors, and torchrun's summary may name one of them instead of the rank that failed first.")
-        fix = f"Fix the exception on rank {t.rank}; its traceback:\n" + "\n".join(tb[-8:])
+        expl = f"Rank {t.rank} stopped with an exception in its own code. " + (
+            f"Every rank raised, each on its own ({_ranks(culprits)} within half a second): none was left waiting for another."
+            if set(culprits) >= set(tracks) else COLLECTIVE_RULE + " So the other ranks could not finish their next "
+            "collective; with gloo they fail soon after with connection errors, and torchrun's summary may name one "
+            "of them instead of the rank that failed first.")
+        fix = f"Fix the exception on rank {t.rank}.\nIts traceback ends:\n" + _tb_tail(tb)
     elif t.exit_code is not None and t.exit_code > 0:  # torchrun saw an exit code: the process exited, no signal
         head = f"rank {t.rank} (pid {t.pid}) exited with code {t.exit_code} without an exit event" + wait_txt
         expl = (f"Rank {t.rank}'s process exited with code {t.exit_code}, but Python's normal way out (an exception "
@@ -143,6 +145,12 @@ def _died(culprits: list[int], tracks: dict[int, RankTrack]) -> Diagnosis:
                "rank (smaller micro-batch, activation checkpointing, FSDP), and save checkpoints so that "
                "torchrun --max-restarts can resume.")
     return Diagnosis("rank-died", culprits, head, expl, fix, collective=_coll_info(cur))
+
+def _tb_tail(tb_lines: list[str], n: int = 8) -> str:
+    "The last `n` lines of a formatted traceback, from a `File` line on, without Python's `^^^^` markers."
+    lines = [l for l in tb_lines if l.strip() and set(l.strip()) - set("^~")]
+    start = next((i for i in range(max(0, len(lines) - n), len(lines)) if lines[i].lstrip().startswith("File ")), max(0, len(lines) - n))
+    return "\n".join(lines[start:])
 
 def _tb_site(tb_lines: list[str]) -> str | None:
     "`file.py:line` of the innermost frame of a formatted traceback that is the user's (not torch's, Python's or distlab's machinery)."
@@ -309,14 +317,15 @@ def never_joined(ctx: Context) -> Diagnosis | None:
 
 def _enrich(d: Diagnosis, ctx: Context) -> None:
     "Let the enrichers replace the generic cause and fix of a dead rank with what its own output says."
-    _apply_enrichment(d, evidence(ctx, d.culprit_ranks[0]), COLLECTIVE_RULE, keep_fix_tail=True)
+    everyone = set(d.culprit_ranks) >= set(ctx.tracks)  # each rank raised on its own: nobody waited on a collective
+    _apply_enrichment(d, evidence(ctx, d.culprit_ranks[0]), "" if everyone else COLLECTIVE_RULE, keep_fix_tail=True)
 
 def _apply_enrichment(d: Diagnosis, ev, rule: str,  # the rule that explains why the others wait
                       keep_fix_tail: bool) -> None:  # keep the lines of `d.fix` after its first (the generic advice)
     "Put what an enricher finds in the culprit's evidence `ev` in place of `d`'s generic cause and fix (nothing when none finds anything)."
     e = enrich(ev)
     if e is None: return
-    d.explanation = f"Rank {d.culprit_ranks[0]}: {e.cause}" + (f" (evidence: `{e.line.strip()}`)" if e.line else "") + " " + rule
+    d.explanation = f"Rank {d.culprit_ranks[0]}: {e.cause}" + (f" (evidence: `{e.line.strip()}`)" if e.line else "") + (" " + rule if rule else "")
     d.fix = e.fix + ("\n" + d.fix.split("\n", 1)[1] if keep_fix_tail and "\n" in d.fix else "")
     if e.title: d.headline += f" [{e.title}]"
     d.collective = {**d.collective, "enriched_by": e.source or "enricher"}
