@@ -4,7 +4,7 @@
 
 # %% ../../nbs/20_ledger.ipynb #40f42ade
 from __future__ import annotations
-import atexit, faulthandler, gc, inspect, itertools, json, linecache, os, signal, sys, sysconfig, threading, time, weakref
+import atexit, faulthandler, inspect, itertools, json, linecache, os, signal, sys, sysconfig, threading, time, weakref
 from pathlib import Path
 from ..contract import RUN_DIR_ENV, DDP_BUCKETS_ENV, heartbeat_path, stacks_path
 from .events import emit, rank_writer
@@ -344,8 +344,6 @@ def _patch_collectives():
             if getattr(mod, name, None) is fn: setattr(mod, name, w)
 
 # %% ../../nbs/20_ledger.ipynb #c345408b
-_ddp_models = weakref.WeakSet()  # the DDP models of this process that are alive, or unreachable in a cycle the collector has not freed yet
-
 def _patch_lifecycle():
     import torch.distributed as dist, torch.distributed.distributed_c10d as c10d
     init, destroy = c10d.init_process_group, c10d.destroy_process_group
@@ -369,7 +367,6 @@ def _patch_lifecycle():
         if not args and kwargs.get("group") is None:
             emit("note", text="destroy_process_group", **call_site())
             LEDGER.armed.clear()  # a forward with no backward after it must not keep its model alive
-            if _ddp_models: gc.collect()  # a DDP model left in a cycle goes before its group (a full collection: 100-170 ms with torch loaded, so only while one is left)
             if LEDGER.gpu_pending: poll_gpu(wait=True)  # nccl: the last collectives' GPU times, before the group goes
         return destroy(*args, **kwargs)
     for new, old in ((init_process_group, init), (destroy_process_group, destroy)):
@@ -499,7 +496,6 @@ def _patch_ddp(bucket_mode: str = "backward"):
     if getattr(DDP.__init__, "_distlab", False): return
     init, fwd, reg, reg_builtin = DDP.__init__, DDP.forward, DDP.register_comm_hook, DDP._register_builtin_comm_hook
     def __init__(self, *args, **kwargs):
-        _ddp_models.add(self)
         _record_ddp_init(init, self, args, kwargs)
         if bucket_mode == "hook": _attach_bucket_hook(self)
     def forward(self, *args, **kwargs):

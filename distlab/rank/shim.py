@@ -46,9 +46,13 @@ def write_error_file(e: BaseException, tb_text: str) -> None:
     if not path: return
     data = {"message": {"message": f"{type(e).__name__}: {e}",
                         "extraInfo": {"py_callstack": tb_text, "timestamp": str(int(time.time()))}}}
+    tmp = f"{path}.{os.getpid()}.tmp"  # whole or absent: torchrun may read it while it stops this rank, and a torn file crashes its agent
     try:
-        with open(path, "w") as fp: json.dump(data, fp)
-    except OSError: pass
+        with open(tmp, "w") as fp: json.dump(data, fp)
+        os.replace(tmp, path)
+    except OSError:
+        try: os.unlink(tmp)
+        except OSError: pass
 
 # %% ../../nbs/21_shim.ipynb #088fa892
 def _exec_script(path: str, argv0: str) -> None:

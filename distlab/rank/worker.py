@@ -76,8 +76,7 @@ def main(argv: list[str] | None = None):
         sys.modules["distlab.rank.ledger"].mark_user_code(inspect.getsourcefile(fn))
     try: fn(ctx)
     finally:
-        import gc, torch.distributed as dist
-        gc.collect()  # free DDP/process-group objects first: torch 2.13's gloo can abort at exit otherwise
+        import torch.distributed as dist
         if dist.is_initialized(): dist.destroy_process_group()
 
 if __name__ == "__main__" and "__file__" in globals(): main()

@@ -176,11 +176,10 @@ def restart_reasons(run_dir: Path, exits: list[tuple[int, int, int]], restarts: 
 
 # %% ../../nbs/10_launch.ipynb #062e3945
 def first_failure(run_dir: Path, failures: dict[int, int]) -> dict | None:
-    "The earliest rank that raised (from `exit` events), else the first rank torchrun reported failed."
-    raised = []
-    for r in event_ranks(run_dir):
-        for e in read_events(run_dir, r):
-            if e["ev"] == "exit" and e.get("status") == "exception": raised.append(e)
+    "The earliest rank that raised in the last restart generation (from `exit` events), else the first rank torchrun reported failed."
+    events = [e for r in event_ranks(run_dir) for e in read_events(run_dir, r)]
+    last = max((e.get("gen", 0) for e in events), default=0)  # an earlier generation's errors are why it restarted, not why the run failed
+    raised = [e for e in events if e["ev"] == "exit" and e.get("status") == "exception" and e.get("gen", 0) == last]
     if raised:
         e = min(raised, key=lambda e: e["t"])
         code = failures.get(e["rank"], 1)
