@@ -60,7 +60,7 @@ class RankFollower:
         if gen > self.fig.gen: self.__init__(self.fig.rank, self.recent.maxlen - WARMUP_STEPS); self.fig.gen = gen
         elif gen < self.fig.gen: return  # a late line of an older generation
         f, kind = self.fig, ev.get("ev")
-        f.last_t = ev.get("t", f.last_t)
+        if ev.get("t") is not None: f.last_t = max(f.last_t or 0.0, ev["t"])  # step events come in batches, stamped when each step ended
         if f.state == "starting": f.state = "running"
         if kind == "hello": f.host, f.pid = ev.get("host"), ev.get("pid")
         elif kind == "step": self._step(ev)

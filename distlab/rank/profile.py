@@ -105,6 +105,7 @@ class StepRecord:
     fields: dict = field(default_factory=dict)   # what the loop passed to `step_done` (loss, samples, ...)
     mode: str | None = None  # how DDP's communication was timed: `light`, `buckets`, or None (no DDP model)
     comm_timed: bool = True  # False: DDP's timers were not read this step; its wait and span are the last read step's
+    t_end: float | None = None  # wall time the step ended (its event's `t`: the events are written later, in batches)
 
     def event_fields(self) -> dict:
         "The record as the fields of a `step` event."
@@ -114,6 +115,7 @@ class StepRecord:
                "comm_bytes": self.comm_bytes, "buckets": self.buckets}
         if self.mode: out["profile"] = self.mode
         if not self.comm_timed: out["comm_timed"] = False
+        if self.t_end is not None: out["t"] = round(self.t_end, 6)
         return out
 
 def exposed_and_busy(buckets: list[BucketRecord]) -> tuple[float, float]:
@@ -317,7 +319,7 @@ class StepProfiler:
         waited, busy, nbytes, rows, timed = self._ddp_comm(step_s)
         comm_s = min(self._comm_s + waited, max(0.0, step_s - self._data_s))
         rec = StepRecord(self._step, step_s, self._data_s, max(0.0, step_s - self._data_s - comm_s), comm_s,
-                         self._comm_s + busy, self._comm_bytes + nbytes, rows, fields, self.mode, timed)
+                         self._comm_s + busy, self._comm_bytes + nbytes, rows, fields, self.mode, timed, time.time())
         self.records.append(rec)
         if self.keep is not None and len(self.records) >= 2 * self.keep: del self.records[:-self.keep]  # amortised O(1) per step
         if self.emit_events:

@@ -44,7 +44,8 @@ class RankTrack:
     def feed(self, ev: dict) -> dict | None:
         "Take one event; returns the `coll` record when `ev` started a collective."
         if ev.get("ev") == "step": self.step_events.append(ev)
-        self.last_t, kind = ev.get("t"), ev.get("ev")
+        kind, t = ev.get("ev"), ev.get("t")
+        if t is not None and (self.last_t is None or t > self.last_t): self.last_t = t  # step events come in batches, stamped when each step ended
         if kind == "hello": self.pid, self.host, self.hello_t = ev.get("pid"), ev.get("host"), ev.get("t")
         elif kind == "note":
             if ev.get("stacks_signal"): self.stacks_ok = True
