@@ -16,7 +16,7 @@ from .diagnosis import Diagnosis, _main_thread_stack
 from .rules import diagnose
 
 # %% auto #0
-__all__ = ['BUSY_CPU_FRACTION', 'ASLEEP_HORIZON_S', 'STACK_GAP_S', 'ADVISE_EVERY_S', 'FUTEX_SYSCALL', 'pid_alive',
+__all__ = ['BUSY_CPU_FRACTION', 'ASLEEP_HORIZON_S', 'STACK_GAP_S', 'ADVISE_EVERY_S', 'FUTEX_SYSCALL', 'IDLE_TICKS_S', 'pid_alive',
            'zombie_exit_status', 'torchrun_exit_codes', 'dump_complete', 'collect_stacks', 'main_thread_syscall',
            'Activity', 'Watcher']
 
@@ -82,6 +82,7 @@ ASLEEP_HORIZON_S = 30.0   # an asleep rank (I/O, sleep) is declared stuck only a
 STACK_GAP_S = 1.0         # two stack dumps at least this far apart must agree before a stall is declared
 ADVISE_EVERY_S = 2.0      # how often the advisory rules (a straggler, ...) look at a live run
 FUTEX_SYSCALL = "202"     # x86_64 futex: the main thread waits on a lock
+IDLE_TICKS_S = 0.03       # CPU seconds an idle rank may still use per window: ticks of its heartbeat, tape and health threads
 
 def main_thread_syscall(pid: int) -> str | None:
     "What the main thread of `pid` is doing in the kernel: `running`, a syscall number, or None when unreadable."
@@ -104,13 +105,14 @@ class Activity:
         while self.samples and self.samples[0][0] < now - self.keep_s: self.samples.pop(0)
 
     def idle_for_s(self, now: float) -> float:
-        "How long the CPU time has not advanced faster than `BUSY_CPU_FRACTION` (0 when busy now)."
+        "Seconds since the process last used more than `BUSY_CPU_FRACTION` of a core, on average or within one sampling interval (0 when busy now)."
         if len(self.samples) < 2: return 0.0
         t1, c1 = self.samples[-1]
-        since = t1
+        since, c_since = t1, c1
         for t0, c0 in reversed(self.samples[:-1]):
-            if c1 - c0 > BUSY_CPU_FRACTION * (t1 - t0) + 0.03: break  # 0.03 s: ticks of the heartbeat and tape threads
-            since = t0
+            if c1 - c0 > BUSY_CPU_FRACTION * (t1 - t0) + IDLE_TICKS_S: break  # busy on average since t0
+            if c_since - c0 > BUSY_CPU_FRACTION * (since - t0) + IDLE_TICKS_S: break  # busy in this one interval: idle starts after it
+            since, c_since = t0, c0
         return t1 - since
 
 # %% ../../nbs/26_watcher.ipynb #7fe98605
