@@ -105,7 +105,9 @@ def _death_diagnosis(tracks: dict[int, RankTrack], now: float, grace_s: float = 
         return _died([r for r in raised if dead[r].exit.get("t", now) <= first + 0.5], tracks)
     if primary:
         first = min(dead[r].dead_seen_t or now for r in primary)
-        return _died([r for r in primary if (dead[r].dead_seen_t or now) <= first], tracks)
+        firsts = [r for r in primary if (dead[r].dead_seen_t or now) <= first]
+        own = [r for r in firsts if dead[r].signal != "SIGTERM"]  # torchrun SIGTERMs the survivors of a failure: seen gone at the same look, the other one failed
+        return _died(own or firsts, tracks)
     first_fail = min((t.last_failed.get("t1") or now) for t in dead.values())
     early = [r for r, t in tracks.items() if t.finished and (t.exit.get("t") or now) <= first_fail]
     if early: return _left_early(early, dead, tracks)
