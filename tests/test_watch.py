@@ -44,6 +44,7 @@ def watch_job(tmp_path, script: str, nproc: int, timeout_s: float = 90, args=(),
             if diag is None and proc.poll() is not None: diag = w.poll(final=True); break
             time.sleep(0.2)
     finally:
+        w.close()
         if proc.poll() is None: proc.terminate()
         kill_run(run_id, term_grace_s=0.5)
         try: proc.wait(timeout=10)

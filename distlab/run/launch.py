@@ -163,15 +163,27 @@ def signal_name(code: int | None) -> str | None:
     "The signal's name for a negative exit code (`-9` -> `SIGKILL`), else None."
     return signal.Signals(-code).name if code is not None and code < 0 and -code in signal.valid_signals() else None
 
-def restart_reasons(run_dir: Path, exits: list[tuple[int, int, int]], restarts: int, rank_of=lambda r: r) -> list[dict]:
+def restart_reasons(run_dir: Path, exits: list[tuple[int, int, int]], restarts: int, rank_of=lambda r: r,
+                    ended=lambda gen, rank: (None, None),  # (exit code, time it ended) of a rank's process in a generation, if known
+                   ) -> list[dict]:
     "Why each of the first `restarts` generations ended: the rank that failed, its exit code or signal, its error's first line."
+    from distlab.watch.hang_rules import comm_error
+    events = {r: read_events(run_dir, r) for r in event_ranks(run_dir)}
+    exit_of = lambda r, gen: next((e for e in events.get(r, []) if e["ev"] == "exit" and e.get("gen", 0) == gen), None)
     out = []
     for gen, (local, code, _) in enumerate(exits[:restarts]):
-        rank, sig = rank_of(local), signal_name(code)
-        error = next((e.get("error") for e in read_events(run_dir, rank) if e["ev"] == "exit"
-                      and e.get("gen", 0) == gen and e.get("status") == "exception"), None)
-        error = (error or (f"killed by {sig}" if sig else f"exit code {code}")).strip().splitlines()[0]
-        out.append({"generation": gen, "rank": rank, "exitcode": code, "signal": sig, "error": error})
+        rank = rank_of(local)
+        ex = exit_of(rank, gen)
+        if ex is not None and ex.get("status") == "exception" and comm_error(ex.get("error")):
+            # torchrun names one failed rank per generation; this one only lost its peer: a rank that left no exit event went first
+            gone = [r for r in events if exit_of(r, gen) is None and any(e.get("gen", 0) == gen for e in events[r])]
+            if gone:
+                rank = min(gone, key=lambda r: (ended(gen, r)[1] is None, ended(gen, r)[1] or 0.0, r))
+                code, ex = ended(gen, rank)[0], None
+        sig = signal_name(code)
+        error = ex.get("error") if ex is not None and ex.get("status") == "exception" else None
+        error = error or (f"killed by {sig}" if sig else f"exit code {code}" if code is not None else "ended without an exit event (a signal)")
+        out.append({"generation": gen, "rank": rank, "exitcode": code, "signal": sig, "error": error.strip().splitlines()[0]})
     return out
 
 # %% ../../nbs/10_launch.ipynb #062e3945
@@ -390,6 +402,7 @@ def _finish(self: Run):
     if self._watcher is not None and self.diagnosis is None:  # nothing wrong, but maybe slow or uneven (a straggler)
         try: self.diagnosis = self.advisory = self._watcher.advise(final=True)
         except Exception as e: self._warn(f"advisory rules failed: {e!r}")
+    if self._watcher is not None: self._watcher.close()
     with self._logs_lock:
         for f in self._logs.values(): f.close()
     try: self.result = self._build_result()
@@ -423,7 +436,7 @@ def _build_result(self: Run) -> RunResult:
                      exit_code=rc if self._end_reason is None else None, exit_codes=codes,
                      failure=first_failure(self.run_dir, failures) if status != "ok" else None,
                      diagnosis=self.diagnosis, steps_per_rank=an.steps_per_rank,
-                     restarts=restarts, restart_reasons=restart_reasons(self.run_dir, self._exits, restarts, self._global_rank),
+                     restarts=restarts, restart_reasons=restart_reasons(self.run_dir, self._exits, restarts, self._global_rank, self._ended),
                      warnings=self.warnings)
 
 def _write_json_atomic(path: Path, obj):
@@ -431,7 +444,15 @@ def _write_json_atomic(path: Path, obj):
     with open(tmp, "w") as f: json.dump(obj, f, indent=1, default=str); f.flush(); os.fsync(f.fileno())
     os.replace(tmp, path)
 
-Run._finish, Run._build_result = _finish, _build_result
+def _ended(self: Run, gen: int, rank: int) -> tuple[int | None, float | None]:
+    "(exit code or minus the signal, wall time it ended) of `rank`'s process in restart generation `gen`, as the watcher saw it."
+    t = self._watcher.generations.get(gen, {}).get(rank) if self._watcher is not None else None
+    if t is None or t.pid is None: return None, None
+    ew = self._watcher.exit_watch
+    code = ew.codes.get(t.pid)
+    return (t.exit_code if code is None else code), ew.ended_t.get(t.pid)
+
+Run._finish, Run._build_result, Run._ended = _finish, _build_result, _ended
 
 # %% ../../nbs/10_launch.ipynb #757fd475
 def wait(self: Run, timeout_s: float | None = None) -> RunResult:

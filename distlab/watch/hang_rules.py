@@ -12,7 +12,8 @@ from .diagnosis import Diagnosis, COLLECTIVE_RULE
 from .rules import Context, Evidence, Enrichment, register_rule, enrich, evidence, ENRICHERS, PENDING
 
 # %% auto #0
-__all__ = ['UNEVEN_FIX', 'INIT_RULE', 'EXIT_CODE_WAIT_S', 'init_failed', 'mismatch', 'rank_died', 'stall', 'never_joined']
+__all__ = ['UNEVEN_FIX', 'INIT_RULE', 'EXIT_CODE_WAIT_S', 'comm_error', 'init_failed', 'mismatch', 'rank_died', 'stall',
+           'never_joined']
 
 # %% ../../nbs/28_hang_rules.ipynb #277e7a40
 _RANK_TEST = re.compile(r"^\s*(el)?if\b.*\b(rank|get_rank\(\)|is_main|is_master|local_rank)\b")
@@ -85,14 +86,14 @@ def _mismatch_diagnosis(mm: dict, tracks: dict[int, RankTrack], now: float) -> D
 _COMM_ERRORS = ("connection", "closed by peer", "reset by peer", "read error", "write error", "timed out", "timeout",
                 "nccl", "gloo", "socket", "broken pipe", "abort")
 
-def _comm_error(err: str | None) -> bool:
+def comm_error(err: str | None) -> bool:
     "The error text is about the transport (a peer gone, a timeout), not about this rank's own work."
     e = (err or "").lower()
     return any(k in e for k in _COMM_ERRORS)
 
 def _secondary(t: RankTrack) -> bool:
     "The rank's error came from inside a collective and is a communication error: a bystander of another rank's failure."
-    return t.last_failed is not None and _comm_error(t.last_failed.get("error") or (t.exit or {}).get("error")) \
+    return t.last_failed is not None and comm_error(t.last_failed.get("error") or (t.exit or {}).get("error")) \
         and (t.exit is None or t.exit.get("t", 0) >= t.last_failed.get("t1", 0))
 
 def _death_diagnosis(tracks: dict[int, RankTrack], now: float, grace_s: float = 1.0) -> Diagnosis | None:

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/26_watcher.ipynb #8c0e9c75
 from __future__ import annotations
-import os, re, signal, time
+import os, re, select, signal, threading, time
 from pathlib import Path
 import psutil
 from ..config import STALL_POLICIES  # `LaunchConfig.stall_policy` checks the same names
@@ -17,8 +17,8 @@ from .rules import diagnose
 
 # %% auto #0
 __all__ = ['BUSY_CPU_FRACTION', 'ASLEEP_HORIZON_S', 'STACK_GAP_S', 'ADVISE_EVERY_S', 'FUTEX_SYSCALL', 'IDLE_TICKS_S', 'pid_alive',
-           'zombie_exit_status', 'torchrun_exit_codes', 'dump_complete', 'collect_stacks', 'main_thread_syscall',
-           'Activity', 'Watcher']
+           'zombie_exit_status', 'torchrun_exit_codes', 'ExitWatch', 'dump_complete', 'collect_stacks',
+           'main_thread_syscall', 'Activity', 'Watcher']
 
 # %% ../../nbs/26_watcher.ipynb #08c17be7
 def pid_alive(pid: int | None, started_by_t: float | None = None) -> bool | None:
@@ -46,6 +46,62 @@ _TORCHRUN_EXIT = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*ex
 def torchrun_exit_codes(text: str) -> dict[int, int]:
     "Rank -> exit code from torchrun's failure summary (its `ChildFailedError` table)."
     return {int(r): int(c) for r, c in _TORCHRUN_EXIT.findall(text)}
+
+# %% ../../nbs/26_watcher.ipynb #e1a7c0d2
+class ExitWatch:
+    "How each watched process ended, read the moment it ends: a pidfd wakes a thread, which reads the zombie's status before its parent (torchrun) reaps it."
+    def __init__(self):
+        self.codes: dict[int, int] = {}  # pid -> exit code, or minus the signal that killed it
+        self.ended_t: dict[int, float] = {}  # pid -> wall time its end was noticed (within ~1 ms)
+        self._seen: set[int] = set()
+        self._new: list[int] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._wake_r = self._wake_w = None
+        self.available = hasattr(os, "pidfd_open")  # Linux 5.3+: elsewhere the watcher's 0.2 s look is all there is
+
+    def add(self, pid: int) -> None:
+        "Watch `pid` (a running process of this user; not necessarily a child of this one)."
+        if not self.available or pid in self._seen: return
+        with self._lock:
+            self._seen.add(pid); self._new.append(pid)
+            if self._thread is None:
+                self._wake_r, self._wake_w = os.pipe()
+                self._thread = threading.Thread(target=self._loop, name="distlab-exit-watch", daemon=True)
+                self._thread.start()
+            os.write(self._wake_w, b"+")
+
+    def _loop(self):
+        po, fds = select.poll(), {}
+        po.register(self._wake_r, select.POLLIN)
+        while True:
+            for fd, _ in po.poll():
+                if fd == self._wake_r:
+                    if b"x" in os.read(self._wake_r, 4096):
+                        for f in fds: os.close(f)
+                        return
+                    with self._lock: new, self._new[:] = list(self._new), []
+                    for pid in new:
+                        try: f = os.pidfd_open(pid)
+                        except OSError: continue  # already gone (and reaped): the watcher's look decides
+                        fds[f] = pid; po.register(f, select.POLLIN)
+                else:
+                    pid = fds.pop(fd); po.unregister(fd)
+                    self.ended_t[pid] = time.time()
+                    for _ in range(20):  # the exit notification can come a moment before /proc shows the zombie
+                        code = zombie_exit_status(pid)
+                        if code is not None: self.codes[pid] = code; break
+                        time.sleep(0.001)
+                    os.close(fd)
+
+    def close(self) -> None:
+        "Stop the thread and close its descriptors."
+        with self._lock:
+            t, self._thread = self._thread, None
+            if t is None: return
+            os.write(self._wake_w, b"x")
+        t.join(timeout=2)
+        os.close(self._wake_r); os.close(self._wake_w)
 
 # %% ../../nbs/26_watcher.ipynb #3e9f3b74
 _BOTTOM = re.compile(r"line \d+ in (<module>|_run_module_as_main)\s*$")
@@ -145,6 +201,11 @@ class Watcher:
         self._salvaged: set[int] = set()
         self._tapes: dict[str, TapeReader] = {}  # tape file name -> its reader
         self.advisory, self._advised_t = None, 0.0  # the advisory rules' latest verdict, and when they last looked
+        self.exit_watch = ExitWatch()  # every rank pid's exit status, read as it ends
+
+    def close(self) -> None:
+        "Stop the exit watch's thread (what it learned stays in `exit_watch.codes`)."
+        self.exit_watch.close()
 
     def update(self, now: float | None = None) -> None:
         "Read the ranks' new events (collectives straight from their tapes) and check their pids."
@@ -166,11 +227,13 @@ class Watcher:
             pid = self.pids.get(r, t.pid) if t.pid is None and self.gen == 0 else t.pid
             if t.exit is None and pid is not None and t.alive is not False:
                 t.alive = pid_alive(pid, t.hello_t)
+                if t.alive: self.exit_watch.add(pid)
                 if t.alive is False:
                     self._read_last_words(r)  # its `exit` event may have landed after this poll read the file
                     if t.exit is not None: t.alive = False; continue
                     t.dead_seen_t = now
                     status = zombie_exit_status(pid)  # torchrun has not reaped it yet: its exit code is still there
+                    if status is None: status = self.exit_watch.codes.get(pid)  # read by the exit watch as it ended
                     if status is not None: self._set_exit(t, status)
                     self.salvage(r)
                 elif self.stall_policy == "safe":
