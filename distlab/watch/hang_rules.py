@@ -115,6 +115,22 @@ def _death_diagnosis(tracks: dict[int, RankTrack], now: float, grace_s: float = 
     if now - first_fail < grace_s: return None  # the primary's exit may still be on its way
     return _died([min(dead, key=lambda r: dead[r].last_failed.get("t1") or now)], tracks)
 
+_OOM_FIX = ("Check `dmesg` / the scheduler's log for an OOM kill or preemption on that host; reduce memory per "
+            "rank (smaller micro-batch, activation checkpointing, FSDP), and save checkpoints so that "
+            "torchrun --max-restarts can resume.")
+_NATIVE = ("a crash in native code (a C++/CUDA extension, a driver, a library calling abort()); Python's faulthandler "
+           "prints the Python stack of the crashing thread to stderr when it is enabled.",
+           "Read the rank's stderr (logs/rankN.stderr) for the native library's last message and the faulthandler stack; "
+           "run that rank's code alone with `python -X faulthandler` (or under gdb) to reproduce it.")
+_SIGNAL_CAUSES = {  # signal -> (what ends a process that way, what to do)
+    "SIGKILL": ("SIGKILL cannot be caught: the kernel's OOM killer, a scheduler enforcing a limit, or a `kill -9`.", _OOM_FIX),
+    "SIGTERM": ("SIGTERM's default action ends a process at once: a scheduler's preemption or eviction notice, or a `kill`, "
+                "reached a rank with no handler for it.",
+                "Install a handler that finishes the step, saves and exits (distlab.train.resume.PreemptionHandler), "
+                "and let torchrun --max-restarts resume from that save; find who sent it in the scheduler's events."),
+    **{s: _NATIVE for s in ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE")},
+}
+
 def _died(culprits: list[int], tracks: dict[int, RankTrack]) -> Diagnosis:
     t = tracks[culprits[0]]
     waiting = sorted(r for r, o in tracks.items() if r not in culprits and (o.current() or o.last_failed))
@@ -141,12 +157,9 @@ def _died(culprits: list[int], tracks: dict[int, RankTrack]) -> Diagnosis:
     else:
         sig = t.signal or "a signal (most likely SIGKILL: the kernel's OOM killer, a scheduler, or a kill -9)"
         head = f"rank {t.rank} (pid {t.pid}) vanished without an exit event: killed by {sig}" + wait_txt
-        expl = (f"Rank {t.rank}'s process ended without Python getting a chance to report anything, which is what "
-                "SIGKILL does (also the OOM killer's signal). Its last completed collective was "
-                f"{_c(t.last_done)}. " + COLLECTIVE_RULE)
-        fix = ("Check `dmesg` / the scheduler's log for an OOM kill or preemption on that host; reduce memory per "
-               "rank (smaller micro-batch, activation checkpointing, FSDP), and save checkpoints so that "
-               "torchrun --max-restarts can resume.")
+        why, fix = _SIGNAL_CAUSES.get(t.signal, _SIGNAL_CAUSES["SIGKILL"])
+        expl = (f"Rank {t.rank}'s process ended without Python getting a chance to report anything: {why} "
+                f"Its last completed collective was {_c(t.last_done)}. " + COLLECTIVE_RULE)
     return Diagnosis("rank-died", culprits, head, expl, fix, collective=_coll_info(cur))
 
 def _tb_tail(tb_lines: list[str], n: int = 8) -> str:
