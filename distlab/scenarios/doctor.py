@@ -157,13 +157,16 @@ register(Scenario(
             "memory(shm) ... No space left on device' (torch 2.x), in a container, once batches or workers grow.",
     explanation="A DataLoader worker hands each batch to its rank through /dev/shm, and prefetch_factor batches per "
                 "worker are in flight, so a node needs about ranks x workers x prefetch x batch bytes there. Docker "
-                "gives a container 64 MiB unless told otherwise. Here each rank has a private 8 MiB /dev/shm while its "
+                "gives a container 64 MiB unless told otherwise. Here each rank has a private 6 MiB /dev/shm while its "
                 "2 workers x 2 batches of 4 MiB need 16 MiB. `distlab doctor --workers 2 --prefetch 2 --batch-mib 4` "
-                "fails the shm check before the run and says what to give; the fixed variant gives exactly that.",
+                "fails the shm check before the run and says what to give; the fixed variant gives exactly that. When "
+                "/dev/shm fills to the last page instead, the failure hits the small label tensor in the worker's queue "
+                "feeder thread, which only prints it and drops the batch: the rank waits for that batch forever (distlab "
+                "then reports a stall). 6 MiB never holds two batches, so here the worker itself raises.",
     rank_fn=f"{_P}:shm_dataloader", default_nproc=2, timeout_s=120.0,
     variants={
-        "broken": Variant(name="broken", description="an 8 MiB /dev/shm for 2 workers x 2 prefetched batches of 4 MiB",
-                          params={"shm_mib": 8, "workers": 2, "prefetch": 2, "batch_size": 4, "sample_kib": 1024, "steps": 8},
+        "broken": Variant(name="broken", description="a 6 MiB /dev/shm for 2 workers x 2 prefetched batches of 4 MiB",
+                          params={"shm_mib": 6, "workers": 2, "prefetch": 2, "batch_size": 4, "sample_kib": 1024, "steps": 8},
                           expect=Expect(status="failed", kind="rank-died", checks=(f"{_C}:check_shm_broken",))),
         "fixed": Variant(name="fixed", description="the /dev/shm size the doctor recommends for these loaders (32 MiB)",
                          params={"shm_mib": 32, "workers": 2, "prefetch": 2, "batch_size": 4, "sample_kib": 1024, "steps": 8},
