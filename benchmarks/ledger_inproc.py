@@ -3,14 +3,24 @@ wrappers recording) and unwatched (torch's own functions put back, as if distlab
 
 Blocks of calls alternate between the two states, so that load from other processes hits both alike; the
 ledger writes each event line before it returns, so everything it costs falls inside a watched block.
-Prints one JSON object. Run by benchmarks/run.py."""
-import os, json, tempfile, time, statistics, warnings
+Prints one JSON object. Run by benchmarks/run.py.
+
+    python benchmarks/ledger_inproc.py [--device cuda]
+
+`--device cuda`: the same model and step on one GPU over NCCL (world 1), each block ending with a
+`torch.cuda.synchronize()`. A step there takes ~1 ms and the host is the bottleneck, so every microsecond the
+ledger adds shows: issue 8's hardest case for the watch's cost (<= 2 %)."""
+import argparse, os, json, tempfile, time, statistics, warnings
+ap = argparse.ArgumentParser(); ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+ap.add_argument("--rounds", type=int, default=200, help="alternating pairs of step blocks")
+CUDA = ap.parse_args().device == "cuda"; ROUNDS = ap.parse_args().rounds
 warnings.simplefilter("ignore", FutureWarning)  # dist.reduce_op, met while listing the patched names
 d = tempfile.mkdtemp(); os.environ.update(DISTLAB_RUN_DIR=d, RANK="0")  # the ledger records only inside a distlab run
 import torch, torch.distributed as dist, torch.distributed.distributed_c10d as c10d
 from torch.nn.parallel import DistributedDataParallel as DDP
 torch.set_num_threads(1)
-dist.init_process_group("gloo", init_method=f"file://{d}/store", world_size=1, rank=0)
+if CUDA: torch.cuda.set_device(0)
+dist.init_process_group("nccl" if CUDA else "gloo", init_method=f"file://{d}/store", world_size=1, rank=0)
 from distlab.rank import ledger, events
 ledger.install()
 
@@ -22,11 +32,13 @@ assert {n for _, n, _ in PATCHED} >= {"all_reduce", "backward", "forward", "wait
 def watched(on: bool):
     for owner, name, fn in PATCHED: setattr(owner, name, fn if on else fn.__wrapped__)
 
-t = torch.ones(1)
+dev = torch.device("cuda", 0) if CUDA else torch.device("cpu")
+sync = torch.cuda.synchronize if CUDA else (lambda: None)
+t = torch.ones(1, device=dev)
 torch.manual_seed(0)
 model = DDP(torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
-                                torch.nn.Linear(512, 10)))
-x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+                                torch.nn.Linear(512, 10)).to(dev), device_ids=[0] if CUDA else None)
+x, y = torch.randn(64, 256, device=dev), torch.randint(0, 10, (64,), device=dev)
 
 def colls(n=200):
     for _ in range(n): dist.all_reduce(t)
@@ -40,21 +52,22 @@ def per_call(block, n: int, rounds: int) -> dict[bool, list[float]]:
     for i in range(rounds):
         for on in ((True, False) if i % 2 else (False, True)):
             watched(on)
-            t0 = time.perf_counter()
-            block(n)
+            sync(); t0 = time.perf_counter()
+            block(n); sync()
             out[on].append((time.perf_counter() - t0) / n)
     watched(True)
     return out
 
 per_call(steps, 40, 4)  # warm up both states
 c = per_call(colls, 200, 40)
-s = per_call(steps, 40, 200)
+s = per_call(steps, 40, ROUNDS)
 # collectives: min over blocks (least disturbed); steps: blocks of 40 (~0.1 s), watched/unwatched paired per round
 c_on, c_off = min(c[True]), min(c[False])
 s_on, s_off = statistics.median(s[True]), statistics.median(s[False])
 q = statistics.quantiles([(a / b - 1) * 100 for a, b in zip(s[True], s[False])], n=4)
 lines = sum(1 for _ in open(events.events_path(d, 0)))
-print(json.dumps({"per_collective_us": round((c_on - c_off) * 1e6, 1), "all_reduce_us_unwatched": round(c_off * 1e6, 1),
+print(json.dumps({"device": torch.cuda.get_device_name(0) if CUDA else "cpu", "backend": dist.get_backend(),
+                  "torch": torch.__version__, "per_collective_us": round((c_on - c_off) * 1e6, 1), "all_reduce_us_unwatched": round(c_off * 1e6, 1),
                   "ddp_step_ms_unwatched": round(s_off * 1e3, 3), "ddp_step_ms_watched": round(s_on * 1e3, 3),
                   "ddp_step_overhead_pct": round(q[1], 2), "ddp_step_overhead_pct_iqr": [round(q[0], 2), round(q[2], 2)],
                   "event_lines_written": lines}))

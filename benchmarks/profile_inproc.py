@@ -13,16 +13,20 @@ The profilers' event-writer threads run beside the steps: their CPU time per ste
 (`writer_us`), and `step_done_us` is the median time of the profiler's own `step_done` call inside the loop,
 `step_done_us_mean` its mean (light mode reads DDP's timers every `read_every` steps: the mean is its cost per step).
 
-    python benchmarks/profile_inproc.py [WIDTH | ledger] [--rounds N] [--block STEPS]
+    python benchmarks/profile_inproc.py [WIDTH | ledger] [--rounds N] [--block STEPS] [--device cuda]
 
 WIDTH: hidden width of the issue-8 loop (MLP 256-W-W-10, batch 64, 40 batches, 1 MB buckets: 512 gives a ~5 ms
 step here, 1536 ~23 ms); `ledger`: the loop of benchmarks/ledger_inproc.py (width 512, one batch, DDP's default
-25 MB buckets: a ~2.5 ms step). Prints one JSON object. Run by benchmarks/run.py."""
+25 MB buckets: a ~2.5 ms step). `--device cuda`: every copy on one GPU over NCCL (world 1), each block ending with
+a `torch.cuda.synchronize()`, where the profiler times communication with CUDA events. Prints one JSON object. Run
+by benchmarks/run.py."""
 import argparse, os, sys, json, tempfile, time, statistics, warnings
 ap = argparse.ArgumentParser()
 ap.add_argument("loop", nargs="?", default="512", help="hidden width of the issue-8 loop, or `ledger`")
 ap.add_argument("--rounds", type=int, default=100); ap.add_argument("--block", type=int, default=40)
+ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
 a = ap.parse_args()
+CUDA = a.device == "cuda"
 LEDGER = a.loop == "ledger"
 WIDTH, BUCKET_MB = (512, 25) if LEDGER else (int(a.loop), 1)
 warnings.simplefilter("ignore", FutureWarning)
@@ -31,7 +35,10 @@ import torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 torch.set_num_threads(1)
-dist.init_process_group("gloo", init_method=f"file://{d}/store", world_size=1, rank=0)
+if CUDA: torch.cuda.set_device(0)
+DEV = torch.device("cuda", 0) if CUDA else torch.device("cpu")
+sync = torch.cuda.synchronize if CUDA else (lambda: None)
+dist.init_process_group("nccl" if CUDA else "gloo", init_method=f"file://{d}/store", world_size=1, rank=0)
 from distlab.rank import ledger, events
 from distlab.rank.profile import StepProfiler
 ledger.install()
@@ -40,13 +47,14 @@ MODES = ("plain", "plain2", "light", "buckets", "hook")
 def net():
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(256, WIDTH), torch.nn.ReLU(), torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(),
-                               torch.nn.Linear(WIDTH, 10))
-if LEDGER: batches = [(torch.randn(64, 256), torch.randint(0, 10, (64,)))] * a.block
-else: batches = [(torch.randn(64, 256), torch.randint(0, 10, (64,))) for _ in range(a.block)]
+                               torch.nn.Linear(WIDTH, 10)).to(DEV)
+def batch(): return torch.randn(64, 256, device=DEV), torch.randint(0, 10, (64,), device=DEV)
+if LEDGER: batches = [batch()] * a.block
+else: batches = [batch() for _ in range(a.block)]
 
 def runner(mode: str):
     "A function that runs `n` steps of this mode's own DDP copy; and its profiler (or None)."
-    model = DDP(net(), bucket_cap_mb=BUCKET_MB)
+    model = DDP(net(), bucket_cap_mb=BUCKET_MB, device_ids=[0] if CUDA else None)
     if mode == "hook": model.register_comm_hook(None, default_hooks.allreduce_hook)
     prof = StepProfiler(model, mode=mode) if mode in ("light", "buckets") else None
     def run_plain(n):
@@ -72,8 +80,8 @@ def per_step(rounds: int) -> dict[str, list[float]]:
     out = {m: [] for m in MODES}
     for i in range(rounds):
         for m in MODES[i % len(MODES):] + MODES[:i % len(MODES)]:
-            t0 = time.perf_counter()
-            runs[m][0](a.block)
+            sync(); t0 = time.perf_counter()
+            runs[m][0](a.block); sync()
             out[m].append((time.perf_counter() - t0) / a.block)
     return out
 
@@ -84,7 +92,7 @@ cpu0 = {m: thread_cpu_s(w) for m, w in writers.items()}
 for v in done_s.values(): v.clear()
 s = per_step(a.rounds)
 writer_us = {m: (thread_cpu_s(w) - cpu0[m]) / (a.rounds * a.block) * 1e6 for m, w in writers.items()}
-out = {"loop": "ledger_inproc" if LEDGER else f"width {WIDTH}", "width": WIDTH, "bucket_cap_mb": BUCKET_MB, "rounds": a.rounds,
+out = {"device": torch.cuda.get_device_name(0) if CUDA else "cpu", "backend": dist.get_backend(), "loop": "ledger_inproc" if LEDGER else f"width {WIDTH}", "width": WIDTH, "bucket_cap_mb": BUCKET_MB, "rounds": a.rounds,
        "block": a.block, "step_ms_plain": round(statistics.median(s["plain"]) * 1e3, 3),
        "buckets_per_step": len(runs["buckets"][1].records[-1].buckets), "load_avg": [round(x, 2) for x in (*load_before, *os.getloadavg())]}
 for m in MODES[1:]:

@@ -19,8 +19,9 @@ def test_nccl_collective_is_not_completed_while_queued_on_the_gpu(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     got = json.loads(p.stdout.strip().splitlines()[-1])
     assert got["returned"] == "None"  # a sync call returns what torch's sync call returns
-    assert got["while_queued"] == [(1, "started")] or got["while_queued"] == [[1, "started"]], got  # queued, not completed
-    assert [1, "completed"] in got["after"], got  # completed once the GPU ran it
+    assert got["returned_s"] < 0.5, got  # the host call only queued it (the communicator was made by a first call)
+    assert got["while_queued"] == [[2, "started"]], got  # the second all_reduce: queued, not completed
+    assert [2, "completed"] in got["after"], got  # completed once the GPU ran it
 
 
 def run_script(tmp_path, name: str) -> dict:
@@ -42,5 +43,17 @@ def test_nccl_collective_behind_a_long_kernel_gets_its_gpu_time(tmp_path):
         # the GPU's time for a 4 MB all_reduce on one rank (or a tiny backward and its bucket), not the ~1 s kernel
         # queued before it, which the host-side poll (the old path) counted
         assert 0 < g["dur_s"] < 0.25 * sleep_s, (name, got)
-        # and `completed` only once the GPU got past the kernel, however early the host call returned
+        # and `completed` only once the GPU got past the kernel (counted from its queueing), however early the host call returned
         assert g["completed_after_s"] >= 0.8 * sleep_s, (name, got)
+
+
+def test_cached_current_stream_follows_the_users_stream():
+    "The ledger's events go on the stream the collective is queued on: the current one, also inside `torch.cuda.stream(s)`."
+    import torch
+    from distlab.rank.ledger import _current_stream
+    assert _current_stream() == torch.cuda.current_stream()
+    assert _current_stream(torch.device("cuda", 0)) == torch.cuda.current_stream(0)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        assert _current_stream() == side and _current_stream(torch.device("cuda")) == side
+    assert _current_stream() == torch.cuda.current_stream() != side

@@ -1,6 +1,6 @@
 """NCCL world 1: three collectives queued behind a long kernel (a sync all_reduce, an async one, a DDP backward);
-prints one JSON line with each one's host return time, the ledger's `dur_s` and how long after `started` its
-`completed` record came.
+prints one JSON line with each one's host return time, the ledger's `dur_s` and how long after the long kernel was
+queued its `completed` record came.
 
 Run with DISTLAB_RUN_DIR, RANK=0, WORLD_SIZE=1, MASTER_ADDR, MASTER_PORT set."""
 import json, time
@@ -27,15 +27,17 @@ model = DDP(torch.nn.Linear(256, 256).cuda(), device_ids=[0])
 x = torch.randn(64, 256, device="cuda")
 model(x).sum().backward(); torch.cuda.synchronize()  # DDP's first backward builds its buckets: not measured
 
-returned = {}
-def timed(name, fn):
+returned, queued = {}, {}
+def timed(name, fn, before=lambda: None):
+    arg = before()  # DDP: the forward, run before the sleep (DDP's forward may wait on the last iteration's GPU timers)
     torch.cuda._sleep(cycles)  # the stream is busy ~SLEEP_S before the collective can start
-    t0 = time.perf_counter(); fn(); returned[name] = time.perf_counter() - t0
+    queued[name] = time.time()
+    t0 = time.perf_counter(); fn(arg); returned[name] = time.perf_counter() - t0
     torch.cuda.synchronize()
 
-timed("sync", lambda: dist.all_reduce(t))
-timed("async", lambda: dist.all_reduce(t, async_op=True).wait())
-timed("ddp", lambda: model(x).sum().backward())
+timed("sync", lambda _: dist.all_reduce(t))
+timed("async", lambda _: dist.all_reduce(t, async_op=True).wait())
+timed("ddp", lambda out: out.sum().backward(), before=lambda: model(x))
 
 recs, deadline = [], time.time() + 10
 while time.time() < deadline and sum(r["state"] == "completed" for r in recs if r["op"] == "all_reduce") < 4:
@@ -44,7 +46,7 @@ started = {r["seq"]: r for r in recs if r["op"] == "all_reduce" and r["state"] =
 done = {r["seq"]: r for r in recs if r["op"] == "all_reduce" and r["state"] == "completed"}
 seqs = sorted(started)[-3:]  # the last three all_reduce records: sync, async, ddp (the first is DDP's warm-up backward)
 out = {name: {"returned_s": returned[name], "dur_s": done.get(s, {}).get("dur_s"),
-              "completed_after_s": (done[s]["t"] - started[s]["t"]) if s in done else None}
+              "completed_after_s": (done[s]["t"] - queued[name]) if s in done else None}
        for name, s in zip(("sync", "async", "ddp"), seqs)}
 print(json.dumps({"sleep_s": SLEEP_S, **out}), flush=True)
 dist.destroy_process_group()
