@@ -157,6 +157,8 @@ class MemoryMonitor:
 def apply_memory_limit(headroom_bytes: int) -> int:
     "Cap this process's data segment (RLIMIT_DATA) at what it holds now plus `headroom_bytes`; returns the limit in bytes."
     if headroom_bytes <= 0: raise ValueError(f"headroom_bytes={headroom_bytes}: use a positive number of bytes")
+    torch.ones(1 << 18).add_(1)  # start torch's intra-op threads now: their stacks (8 MiB each) count as data, and a
+    # thread pool started after the cap, on a machine of many cores, would not start at all ("Thread creation failed")
     data = process_memory()["data_bytes"]
     if not data: raise OSError("apply_memory_limit needs Linux (/proc/self/status) to know the data segment's size")
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)

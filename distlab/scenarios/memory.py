@@ -71,10 +71,13 @@ def rank_budget(ctx: RankContext, device: torch.device) -> int | None:
     "Apply this rank's memory budget (`budget_mib`, or `budgets_mib[rank]`); returns it in bytes as `MemoryMonitor` counts."
     mib = budget_mib(ctx)
     if mib is None: return None
-    if device.type == "cuda":
+    if device.type == "cuda":  # the same headroom as on CPU ranks, over what the rank holds after its warm-up: there
+        # that is mostly cuBLAS's workspaces (~65 MiB on an H100), which the caching allocator counts against the cap
         torch.cuda.set_device(device)
-        limit_device_memory(int(mib * MIB), device)
-        return int(mib * MIB)
+        torch.cuda.empty_cache()  # the warm-up's freed blocks go back to the GPU, so they are not counted as held
+        budget = torch.cuda.memory_reserved(device) + int(mib * MIB)
+        limit_device_memory(budget, device)
+        return budget
     apply_memory_limit(int(mib * MIB))  # headroom over what the rank holds now (Python, torch, the process group)
     return None  # filled in by the caller: baseline + headroom, in resident-memory terms
 
