@@ -12,9 +12,10 @@ from ..config import PROFILE_MODES
 from .events import rank_writer
 
 # %% auto #0
-__all__ = ['WIRE_BYTES_PER_ELEMENT', 'DDP_TIMER_APIS', 'READ_SHARE', 'READ_WARMUP', 'MAX_READ_EVERY', 'EMIT_EVERY_S',
-           'DEFAULT_MODE', 'wire_bytes_per_element', 'BucketRecord', 'recording_hook', 'resolve_cuda', 'StepRecord',
-           'exposed_and_busy', 'ddp_timers_missing', 'DDPTimers', 'register_hook_as_is', 'StepProfiler']
+__all__ = ['WIRE_BYTES_PER_ELEMENT', 'DDP_TIMER_APIS', 'READ_SHARE', 'READ_WARMUP', 'MAX_READ_EVERY', 'IDLE_SAMPLE_RATE',
+           'DDP_SAMPLE_RATE', 'EMIT_EVERY_S', 'DEFAULT_MODE', 'wire_bytes_per_element', 'BucketRecord',
+           'recording_hook', 'resolve_cuda', 'StepRecord', 'exposed_and_busy', 'ddp_timers_missing', 'DDPTimers',
+           'register_hook_as_is', 'StepProfiler']
 
 # %% ../../nbs/19_profile.ipynb #8b44688c
 WIRE_BYTES_PER_ELEMENT = {"fp16_compress_hook": 2, "bf16_compress_hook": 2}  # hooks that cast buckets before sending
@@ -148,6 +149,8 @@ def ddp_timers_missing(model) -> str | None:
 READ_SHARE = 0.005   # light mode reads DDP's timers every step while one read costs at most this share of a step
 READ_WARMUP = 20     # steps read one by one before the profiler may skip reads
 MAX_READ_EVERY = 16  # however short the step, a read at least this often
+IDLE_SAMPLE_RATE = 1 << 30  # DDP's sample rate on the steps no read follows: it times none of them
+DDP_SAMPLE_RATE = 100  # DDP's own default (the first 10 iterations, then 1 in 100), given back by `remove`
 
 class DDPTimers:
     "Communication wait, span and bytes of a DDP model's backward passes, from DDP's own C++ reducer timers (no Python comm hook)."
@@ -163,6 +166,7 @@ class DDPTimers:
         self._unread, self._last = 0, (0.0, 0.0)  # steps since the last read; the last backward's (waited, span)
         self._read_costs, self._step_costs = deque(maxlen=32), deque(maxlen=64)
         model._set_ddp_runtime_logging_sample_rate(1)  # time every iteration, not the first 10 and then 1 in 100
+        self._sampling = True  # DDP times the coming iteration (rate 1); off between reads, once reads are skipped
         self._logger = model.logger
         p = next(p for p in model.parameters() if p.requires_grad)
         d = self._data()
@@ -211,7 +215,9 @@ class DDPTimers:
         "(seconds waited, seconds of span, wire bytes, timed) of the DDP backwards since the last `take`; not timed: a step between reads, given the last read backward's wait and span and one backward's bytes."
         self._unread += 1
         if step_s is not None and self._auto: self._step_costs.append(step_s)
-        if self._reads >= READ_WARMUP and self._unread < self.read_every: return (*self._last, self.wire_bytes, False)
+        if self._reads >= READ_WARMUP and self._unread < self.read_every:
+            self._sample_next()
+            return (*self._last, self.wire_bytes, False)
         t0 = time.perf_counter()
         self.collect(self._unread)
         self._read_costs.append(time.perf_counter() - t0)
@@ -219,7 +225,15 @@ class DDPTimers:
         self.waited_s = self.span_s = 0.0
         self.backwards = self._forwards = self._unread = 0
         if self._auto and not self.irregular and self._reads >= READ_WARMUP and self._reads % 4 == 0: self._choose_read_every()
+        self._sample_next()
         return out
+
+    def _sample_next(self):
+        "Have DDP time the coming iteration only if a read follows it (or a forward pre-hook reads within steps)."
+        on = self._reads < READ_WARMUP or self._unread + 1 >= self.read_every or self._handle is not None
+        if on != self._sampling:
+            self._model._set_ddp_runtime_logging_sample_rate(1 if on else IDLE_SAMPLE_RATE)
+            self._sampling = on
 
     def _choose_read_every(self):
         "Read every step while a read costs at most `READ_SHARE` of a step; else every k steps (k <= `MAX_READ_EVERY`)."
@@ -228,8 +242,9 @@ class DDPTimers:
         self.read_every = max(1, min(MAX_READ_EVERY, math.ceil(read / (READ_SHARE * step)))) if step > 0 else 1
 
     def remove(self):
-        "Remove the forward pre-hook, if it was installed."
+        "Remove the forward pre-hook, if it was installed, and give DDP back its own sample rate."
         if self._handle is not None: self._handle.remove(); self._handle = None
+        self._model._set_ddp_runtime_logging_sample_rate(DDP_SAMPLE_RATE); self._sampling = False
 
 # %% ../../nbs/19_profile.ipynb #259176d9
 EMIT_EVERY_S = 0.2  # how often the writer thread writes the steps' events
