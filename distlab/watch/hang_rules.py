@@ -107,7 +107,9 @@ def _death_diagnosis(tracks: dict[int, RankTrack], now: float, grace_s: float = 
     if primary:
         first = min(dead[r].dead_seen_t or now for r in primary)
         firsts = [r for r in primary if (dead[r].dead_seen_t or now) <= first]
-        own = [r for r in firsts if dead[r].signal != "SIGTERM"]  # torchrun SIGTERMs the survivors of a failure: seen gone at the same look, the other one failed
+        # end times come from the exit watch (~1 ms) where it saw the pid, else from the watcher's look (0.2 s): on a
+        # tie, a rank killed by SIGTERM is the survivor torchrun stopped after the other one failed
+        own = [r for r in firsts if dead[r].signal != "SIGTERM"]
         return _died(own or firsts, tracks)
     first_fail = min((t.last_failed.get("t1") or now) for t in dead.values())
     early = [r for r, t in tracks.items() if t.finished and (t.exit.get("t") or now) <= first_fail]

@@ -231,7 +231,7 @@ class Watcher:
                 if t.alive is False:
                     self._read_last_words(r)  # its `exit` event may have landed after this poll read the file
                     if t.exit is not None: t.alive = False; continue
-                    t.dead_seen_t = now
+                    t.dead_seen_t = min(now, self.exit_watch.ended_t.get(pid, now))  # when it ended (~1 ms), not when this look saw it
                     status = zombie_exit_status(pid)  # torchrun has not reaped it yet: its exit code is still there
                     if status is None: status = self.exit_watch.codes.get(pid)  # read by the exit watch as it ended
                     if status is not None: self._set_exit(t, status)
@@ -301,7 +301,7 @@ class Watcher:
             except ValueError: t.signal = f"signal {-returncode}"
         if t.alive is not False:
             self._read_last_words(rank)
-            t.alive, t.dead_seen_t = False, time.time()
+            t.alive, t.dead_seen_t = False, self.exit_watch.ended_t.get(t.pid, time.time())
         self.salvage(rank)
 
     def _read_last_words(self, rank: int) -> None:
