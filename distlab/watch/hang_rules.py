@@ -326,7 +326,20 @@ def stall(ctx: Context) -> Diagnosis | None:
     running = [m for m in absent if m in ctx.tracks and not ctx.tracks[m].dead and not ctx.tracks[m].finished
                and ctx.tracks[m].current() is None]  # outside any collective: busy, asleep, or stuck?
     if running and ctx.stuck is not None and not ctx.stuck(running, ctx.now): return None
-    return _stall_diagnosis(st, ctx.tracks, ctx.now)
+    d = _stall_diagnosis(st, ctx.tracks, ctx.now)
+    if running and ctx.run_dir is not None: _stuck_rank_said(d, ctx, running[0])
+    return d
+
+def _stuck_rank_said(d: Diagnosis, ctx: Context, rank: int) -> None:
+    "A stuck rank whose stderr holds a known error it never raised (a library thread that prints and carries on, such as a DataLoader worker's feeder finding /dev/shm full): say so, and its fix first."
+    ev = evidence(ctx, rank)
+    e = enrich(Evidence(rank, ctx.gen, "", "", ev.stderr, "", None))  # its own stderr only: torchrun's log may hold an older generation's failure
+    if e is None: return
+    d.explanation += (f" Rank {rank} printed an error it did not raise, most likely why it waits: {e.cause}"
+                      + (f" (evidence: `{e.line.strip()}`)" if e.line else ""))
+    d.fix = e.fix + "\n" + d.fix
+    if e.title: d.headline += f" [{e.title}]"
+    d.collective = {**d.collective, "enriched_by": e.source or "enricher"}
 
 @register_rule("never-joined", priority=50)
 def never_joined(ctx: Context) -> Diagnosis | None:
