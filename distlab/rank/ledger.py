@@ -15,7 +15,7 @@ from .tape import CollTape
 __all__ = ['SPECS', 'UNEVEN_OPS', 'P2P_PEER', 'LEDGER', 'STACKS_SIGNAL', 'GLOO_WORKERS', 'shapes_of', 'mark_user_code',
            'call_site', 'site_json', 'Ledger', 'CollWriter', 'coll_writer', 'poll_pending', 'poll_gpu', 'run_recorded',
            'run_recorded_gpu', 'record', 'torch_work', 'start_heartbeat', 'register_stack_dump', 'gloo_worker_states',
-           'settle_gloo_workers', 'install']
+           'settle_gloo_workers', 'settle_gloo_at_exit', 'install']
 
 # %% ../../nbs/20_ledger.ipynb #eb85d719
 SPECS = {  # op -> names of the tensor arguments whose shapes every rank must agree on
@@ -598,6 +598,13 @@ def settle_gloo_workers(timeout_s: float = 0.2, poll_s: float = 0.002) -> bool:
         if time.monotonic() > deadline: return False
         time.sleep(poll_s)  # a worker waiting for the GIL takes it now and finishes
 
+_settle_pid: int | None = None  # the process that registered `settle_gloo_workers` at exit
+
+def settle_gloo_at_exit() -> None:
+    "Run `settle_gloo_workers` at this process's exit (once): the ledger does so in every distlab run, and distlab code in a user's own process (`StepProfiler`, the trainers) does it under bare torchrun too, where nothing else would."
+    global _settle_pid
+    if _settle_pid != os.getpid(): atexit.register(settle_gloo_workers); _settle_pid = os.getpid()
+
 
 # %% ../../nbs/20_ledger.ipynb #aa9c7322
 def install() -> bool:
@@ -614,7 +621,7 @@ def install() -> bool:
     tape = coll_writer().tape
     _keep["heartbeat"] = start_heartbeat(heartbeat_path(run_dir, rank), flush=lambda: (
         LEDGER.pending and poll_pending(), LEDGER.gpu_pending and poll_gpu(), tape.flush()))
-    atexit.register(settle_gloo_workers)  # registered first, so it runs last of these: just before the interpreter finalizes
+    settle_gloo_at_exit()  # registered first, so it runs last of these: just before the interpreter finalizes
     atexit.register(tape.flush)  # a normal exit writes the last records (a crash leaves them to `salvage`)
     atexit.register(lambda: LEDGER.gpu_pending and poll_gpu())  # nccl, before that flush: ends the GPU has passed
     register_stack_dump(stacks_path(run_dir, rank))

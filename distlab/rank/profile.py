@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from ..config import PROFILE_MODES
 from .events import rank_writer
+from .ledger import settle_gloo_at_exit
 
 # %% auto #0
 __all__ = ['WIRE_BYTES_PER_ELEMENT', 'DDP_TIMER_APIS', 'READ_SHARE', 'READ_WARMUP', 'MAX_READ_EVERY', 'IDLE_SAMPLE_RATE',
@@ -278,6 +279,7 @@ class StepProfiler:
         self._unsent: list[StepRecord] = []  # records whose events the writer thread has not written yet
         self._writer, self._timers = None, None
         self.mode = None if model is None else mode or ("buckets" if hook is not None else DEFAULT_MODE)
+        settle_gloo_at_exit()  # under bare torchrun too: a late gloo worker at exit aborts a rank that did its job (distlab.rank.ledger)
         if model is None: return
         state = hook_state if hook_state is not None else getattr(model, "process_group", None)
         if self.mode == "light":
