@@ -13,7 +13,7 @@ ledger adds shows: issue 8's hardest case for the watch's cost (<= 2 %)."""
 import argparse, os, json, tempfile, time, statistics, warnings
 ap = argparse.ArgumentParser(); ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
 ap.add_argument("--rounds", type=int, default=200, help="alternating pairs of step blocks")
-CUDA = ap.parse_args().device == "cuda"; ROUNDS = ap.parse_args().rounds
+_a = ap.parse_args(); CUDA, ROUNDS = _a.device == "cuda", _a.rounds
 warnings.simplefilter("ignore", FutureWarning)  # dist.reduce_op, met while listing the patched names
 d = tempfile.mkdtemp(); os.environ.update(DISTLAB_RUN_DIR=d, RANK="0")  # the ledger records only inside a distlab run
 import torch, torch.distributed as dist, torch.distributed.distributed_c10d as c10d

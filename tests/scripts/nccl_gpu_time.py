@@ -29,7 +29,7 @@ model(x).sum().backward(); torch.cuda.synchronize()  # DDP's first backward buil
 
 returned, queued = {}, {}
 def timed(name, fn, before=lambda: None):
-    arg = before()  # DDP: the forward, run before the sleep (DDP's forward may wait on the last iteration's GPU timers)
+    arg = before()  # DDP: the forward, before the sleep (DDP's second forward rebuilds its buckets and waits for the GPU)
     torch.cuda._sleep(cycles)  # the stream is busy ~SLEEP_S before the collective can start
     queued[name] = time.time()
     t0 = time.perf_counter(); fn(arg); returned[name] = time.perf_counter() - t0
