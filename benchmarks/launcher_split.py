@@ -6,7 +6,8 @@ world 2, 20 steps) as bare torchrun and under `launch()` with parts of distlab t
 bare          python -m torch.distributed.run --standalone ...
 unwatched     launch(watch=False): the launcher, its reaper and torchrun's log redirection; the ranks run bare
 no-health     launch() with the health sampler off (DISTLAB_HEALTH_EVERY_S=0): shim, ledger, heartbeat, watcher
-watched       launch() as a user gets it
+watched       launch() as a user gets it: torchrun writes each rank's log file, the launcher follows them
+watched-tee   the same with a log dir given (`log_dir=`), where torchrun copies every line itself (`--tee 3`)
 Prints the median wall time of each and its ratio to bare, and the median CPU seconds (user + system) of the whole
 tree: this process's own (the launcher's threads) and every process it waited for (torchrun, its ranks, the
 reaper). On 2 cores the start-up of three Python processes that import torch is CPU-bound, and single walls of
@@ -30,24 +31,25 @@ def timed(kind: str, root: Path) -> tuple[float, float]:
         subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone", str(LOOP), *ARGS],
                        check=True, capture_output=True, cwd=root)
     else:
-        kw = {"unwatched": {"watch": False}, "no-health": {"env": {"DISTLAB_HEALTH_EVERY_S": "0"}}, "watched": {}}[kind]
+        kw = {"unwatched": {"watch": False}, "no-health": {"env": {"DISTLAB_HEALTH_EVERY_S": "0"}}, "watched": {},
+              "watched-tee": {"log_dir": tempfile.mkdtemp(dir=root)}}[kind]
         res = launch(LOOP, ARGS, nproc=2, runs_root=root, timeout_s=120, **kw).wait()
         if res.status != "ok": raise RuntimeError(f"{kind}: {res.status}")
     return time.perf_counter() - t, _cpu() - c
 
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument("--rounds", type=int, default=5); a = ap.parse_args()
-    kinds = ["bare", "unwatched", "no-health", "watched"]
+    kinds = ["bare", "unwatched", "no-health", "watched", "watched-tee"]
     walls, cpus = {k: [] for k in kinds}, {k: [] for k in kinds}
     with tempfile.TemporaryDirectory() as d:
         timed("bare", Path(d))  # warm the page cache
         for r in range(a.rounds):
-            order = kinds[r % 4:] + kinds[:r % 4]
+            order = kinds[r % len(kinds):] + kinds[:r % len(kinds)]
             for k in order:
                 w, c = timed(k, Path(d)); walls[k].append(w); cpus[k].append(c)
     base, cbase = statistics.median(walls["bare"]), statistics.median(cpus["bare"])
     for k in kinds:
         w, c = statistics.median(walls[k]), statistics.median(cpus[k])
-        print(f"{k:10s} wall {w:6.2f} s x{w / base:.3f}  CPU {c:6.2f} s x{c / cbase:.3f}  walls {[round(x, 2) for x in walls[k]]}")
+        print(f"{k:11s} wall {w:6.2f} s x{w / base:.3f}  CPU {c:6.2f} s x{c / cbase:.3f}  walls {[round(x, 2) for x in walls[k]]}")
 
 if __name__ == "__main__": main()

@@ -50,8 +50,8 @@ TORCHRUN_FIELDS = {  # torchrun's option (its dest) -> the LaunchConfig field it
     "numa_binding": "numa_binding", "signals_to_handle": "signals_to_handle", "shutdown_timeout": "shutdown_timeout_s",
     "virtual_local_rank": "virtual_local_rank"}
 CONSOLE_OPTIONS = ("redirects", "tee", "local_ranks_filter")  # what reaches the console: distlab applies them to what it prints
-REFUSED_OPTIONS = {"logs_specs": "distlab reads every rank's output through torchrun's default logs spec (tee'd, "
-                   "prefixed lines); a custom one would hide the ranks from the watch. Use bare torchrun for a custom logs spec"}
+REFUSED_OPTIONS = {"logs_specs": "distlab reads every rank's output through torchrun's default logs spec (a log file per "
+                   "rank and stream); a custom one would hide the ranks from the watch. Use bare torchrun for a custom logs spec"}
 
 def add_torchrun_options(p: argparse.ArgumentParser):
     "torchrun's options, with torchrun's spellings, types, defaults (and PET_* variables) and meanings."

@@ -15,12 +15,13 @@ from ..contract import (TRACE_ENV, RUN_DIR_ENV, RUN_ID_ENV, BACKEND_ENV, RUNS_RO
 from ..rank.events import event_ranks, read_events
 from ..rank.tape import salvage
 from .reaper import start_reaper, release_reaper, kill_run, port_in_use
+from .rank_logs import RankLogTail
 
 # %% auto #0
-__all__ = ['SHIM_ENTRY', 'SHIM_ENTRY_SOURCE', 'STATUSES', 'LineCallback', 'RANK_DIED_GRACE_S', 'runs_root', 'new_run_dir',
-           'gpu_driver_present', 'resolve_backend', 'torchrun_argv', 'split_rank_line', 'RunResult',
-           'torchrun_failures', 'torchrun_exit_lines', 'signal_name', 'restart_reasons', 'first_failure', 'Run', 'wait',
-           'stop', 'poll', 'stop_all', 'hook_kernel_interrupt', 'launch']
+__all__ = ['TORCHRUN_LOGS', 'SHIM_ENTRY', 'SHIM_ENTRY_SOURCE', 'STATUSES', 'LineCallback', 'RANK_DIED_GRACE_S', 'runs_root',
+           'new_run_dir', 'gpu_driver_present', 'resolve_backend', 'torchrun_tees', 'torchrun_argv', 'split_rank_line',
+           'RunResult', 'torchrun_failures', 'torchrun_exit_lines', 'signal_name', 'restart_reasons', 'first_failure',
+           'Run', 'wait', 'stop', 'poll', 'stop_all', 'hook_kernel_interrupt', 'launch']
 
 # %% ../../nbs/10_launch.ipynb #39c537ae
 def runs_root(root: str | Path | None = None) -> Path:
@@ -59,6 +60,7 @@ def resolve_backend(backend: str, nproc: int) -> str:
     return "nccl"
 
 # %% ../../nbs/10_launch.ipynb #3334becd
+TORCHRUN_LOGS = "torchrun"  # in the run directory: torchrun's --log-dir unless the user gave one
 SHIM_ENTRY = "shim_entry.py"  # in the run directory: what `torchrun --run-path` runs when the watch is on
 SHIM_ENTRY_SOURCE = "import runpy\nrunpy.run_module('distlab.rank.shim', run_name='__main__', alter_sys=True)\n"
 _AS_GIVEN = {"--monitor-interval": "monitor_interval_s", "--start-method": "start_method", "--role": "role",
@@ -67,12 +69,17 @@ _AS_GIVEN = {"--monitor-interval": "monitor_interval_s", "--start-method": "star
              "--virtual-local-rank": "virtual_local_rank", "--duplicate-stdout-filters": "duplicate_stdout_filters",
              "--duplicate-stderr-filters": "duplicate_stderr_filters"}  # torchrun flag -> LaunchConfig field, passed on unread
 
+def torchrun_tees(cfg: LaunchConfig) -> bool:
+    "True where torchrun copies the ranks' lines to its own output itself (`--tee 3`): with a log dir the user chose, where other runs or nodes may write beside this one, or with torchrun's duplicate filters, which read that copy. Otherwise the launcher follows torchrun's log files (`RankLogTail`)."
+    return bool(cfg.log_dir or cfg.duplicate_stdout_filters or cfg.duplicate_stderr_filters)
+
 def torchrun_argv(cfg: LaunchConfig, target: str, args: Sequence[str], *, module: bool,
                   log_dir: Path) -> list[str]:  # RUN_DIR/torchrun
     "torchrun's argv (a list, never a shell string) for running `target` under `cfg`: each field set, as its torchrun flag."
     nnodes = f"{cfg.min_nnodes}:{cfg.nnodes}" if cfg.min_nnodes not in (None, cfg.nnodes) else str(cfg.nnodes)
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", nnodes, "--nproc-per-node", str(cfg.nproc),
-            "--max-restarts", str(cfg.max_restarts), "--log-dir", str(cfg.log_dir or log_dir), "--redirects", "3", "--tee", "3"]
+            "--max-restarts", str(cfg.max_restarts), "--log-dir", str(cfg.log_dir or log_dir), "--redirects", "3"]
+    if torchrun_tees(cfg): argv += ["--tee", "3"]
     argv += _rendezvous_flags(cfg)
     for flag, name in _AS_GIVEN.items():
         value = getattr(cfg, name)
@@ -239,6 +246,7 @@ class Run:
         self._readers = [threading.Thread(target=self._read, args=(self._proc.stdout, "stdout"), daemon=True),
                          threading.Thread(target=self._read, args=(self._proc.stderr, "stderr"), daemon=True)]
         for t in self._readers: t.start()
+        self._tail = None if torchrun_tees(cfg) else RankLogTail(run_dir / TORCHRUN_LOGS, self._rank_line).start()
         self._monitor = threading.Thread(target=self._watch_loop, name=f"distlab-monitor-{run_id}", daemon=True)
         self._monitor.start()
         self._exit_waiter = threading.Thread(target=self._wake_on_exit, daemon=True)  # end at once, not at the next poll
@@ -285,6 +293,11 @@ def _read(self: Run, pipe, stream: str):
     self._emit_held(held)
     pipe.close()
 
+def _rank_line(self: Run, local: int, stream: str, text: str, attempt: int):
+    "One line from a rank's log file (`RankLogTail`): into the run's log files and the callbacks, like a tee'd one."
+    rank = self._global_rank(local)
+    self._log(rank, stream, text); self._emit(rank, stream, text)
+
 def _emit(self: Run, rank: int | None, stream: str, text: str):
     if self._on_line is None: return
     try: self._on_line(rank, stream, text)
@@ -312,7 +325,7 @@ def _global_rank(self: Run, local: int) -> int:
             if hello is not None and hello.get("local_rank") is not None: self._rank_of_local[int(hello["local_rank"])] = r
     return self._rank_of_local.get(local, local)
 
-Run._read, Run._emit, Run._emit_held, Run._log, Run._global_rank = _read, _emit, _emit_held, _log, _global_rank
+Run._read, Run._rank_line, Run._emit, Run._emit_held, Run._log, Run._global_rank = _read, _rank_line, _emit, _emit_held, _log, _global_rank
 
 # %% ../../nbs/10_launch.ipynb #f136e1e0
 def _watch_loop(self: Run):
@@ -385,6 +398,9 @@ def _finish(self: Run):
     try: self._proc.wait(timeout=10)
     except subprocess.TimeoutExpired: self._proc.kill(); self._proc.wait()
     for t in self._readers: t.join(timeout=3)
+    if self._tail is not None:  # torchrun has exited: the ranks' last lines are in their files
+        try: self._tail.close()
+        except Exception as e: self._warn(f"reading the ranks' log files failed: {e!r}")
     kill_run(self.run_id)  # ranks' own children (DataLoader workers, daemons) on a normal exit too
     if self._watcher is not None:  # every process has ended: what a killed one left on its tape joins its events
         for r in range(self.world_size):
@@ -524,7 +540,7 @@ def launch(target: str | Path, args: Sequence = (), *, module: bool = False, npr
                                            "leave master_port unset to let torchrun pick a free one, or pick another"])
     resolved = resolve_backend(cfg.backend, cfg.nproc)
     run_id, run_dir = new_run_dir(runs_root, name or Path(str(target)).stem)
-    argv = torchrun_argv(cfg, str(target), args, module=module, log_dir=run_dir / "torchrun")
+    argv = torchrun_argv(cfg, str(target), args, module=module, log_dir=run_dir / TORCHRUN_LOGS)
     if cfg.run_path and cfg.watch: (run_dir / SHIM_ENTRY).write_text(SHIM_ENTRY_SOURCE)
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("PET_")}  # torchrun's options come from cfg alone
     full_env = {**base_env, "PYTHONUNBUFFERED": "1", **{k: str(v) for k, v in (env or {}).items()},
