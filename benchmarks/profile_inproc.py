@@ -13,22 +13,25 @@ The profilers' event-writer threads run beside the steps: their CPU time per ste
 (`writer_us`), and `step_done_us` is the median time of the profiler's own `step_done` call inside the loop,
 `step_done_us_mean` its mean (light mode reads DDP's timers every `read_every` steps: the mean is its cost per step).
 
-    python benchmarks/profile_inproc.py [WIDTH | ledger] [--rounds N] [--block STEPS] [--device cuda]
+    python benchmarks/profile_inproc.py [WIDTH | Nms | ledger] [--rounds N] [--block STEPS] [--device cuda]
 
-WIDTH: hidden width of the issue-8 loop (MLP 256-W-W-10, batch 64, 40 batches, 1 MB buckets: 512 gives a ~5 ms
-step here, 1536 ~23 ms); `ledger`: the loop of benchmarks/ledger_inproc.py (width 512, one batch, DDP's default
-25 MB buckets: a ~2.5 ms step). `--device cuda`: every copy on one GPU over NCCL (world 1), each block ending with
+WIDTH: hidden width of the issue-8 loop (MLP 256-W-W-10, batch 64, 40 batches, 1 MB buckets: 512 gave a 2.2-4 ms
+step on this machine's hosts, 1536 15-23 ms); `Nms` (e.g. `5ms`): the width whose plain step takes closest to N ms on
+the machine at hand, measured before the run (a fixed width ran 2.2 ms steps on one host and 4 ms on another, so a
+row meant for ~5 ms steps measured something else); `ledger`: the loop of benchmarks/ledger_inproc.py (width 512,
+one batch, DDP's default 25 MB buckets: a ~2.5 ms step). `--device cuda`: every copy on one GPU over NCCL (world 1), each block ending with
 a `torch.cuda.synchronize()`, where the profiler times communication with CUDA events. Prints one JSON object. Run
 by benchmarks/run.py."""
 import argparse, os, sys, json, tempfile, time, statistics, warnings
 ap = argparse.ArgumentParser()
-ap.add_argument("loop", nargs="?", default="512", help="hidden width of the issue-8 loop, or `ledger`")
+ap.add_argument("loop", nargs="?", default="512", help="hidden width of the issue-8 loop, a step time such as `5ms`, or `ledger`")
 ap.add_argument("--rounds", type=int, default=100); ap.add_argument("--block", type=int, default=40)
 ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
 a = ap.parse_args()
 CUDA = a.device == "cuda"
 LEDGER = a.loop == "ledger"
-WIDTH, BUCKET_MB = (512, 25) if LEDGER else (int(a.loop), 1)
+TARGET_MS = float(a.loop[:-2]) if a.loop.endswith("ms") else None
+WIDTH, BUCKET_MB = (512, 25) if LEDGER else (512 if TARGET_MS else int(a.loop), 1)
 warnings.simplefilter("ignore", FutureWarning)
 d = tempfile.mkdtemp(); os.environ.update(DISTLAB_RUN_DIR=d, RANK="0")  # the ledger and the profiler write inside a distlab run
 import torch, torch.distributed as dist
@@ -51,6 +54,30 @@ def net():
 def batch(): return torch.randn(64, 256, device=DEV), torch.randint(0, 10, (64,), device=DEV)
 if LEDGER: batches = [batch()] * a.block
 else: batches = [batch() for _ in range(a.block)]
+
+CANDIDATE_WIDTHS = (256, 384, 512, 640, 768, 1024, 1280, 1536, 1792, 2048, 2560, 3072)
+
+def calibrate_width(target_ms: float) -> tuple[int, dict]:
+    "The candidate width whose plain DDP step (median of 15 after 5 warm-up steps) is closest to `target_ms`, by ratio; and each width's step."
+    global WIDTH
+    seen = {}
+    for w in CANDIDATE_WIDTHS:
+        WIDTH = w
+        model = DDP(net(), bucket_cap_mb=BUCKET_MB, device_ids=[0] if CUDA else None)
+        times = []
+        for i, (x, y) in enumerate(batches[:20]):
+            sync(); t0 = time.perf_counter()
+            loss = torch.nn.functional.cross_entropy(model(x), y); model.zero_grad(); loss.backward(); sync()
+            if i >= 5: times.append(time.perf_counter() - t0)
+        seen[w] = round(statistics.median(times) * 1e3, 3)
+        del model
+        if seen[w] > 2 * target_ms: break  # wider only gets slower
+    best = min(seen, key=lambda w: abs(__import__("math").log(seen[w] / target_ms)))
+    return best, seen
+
+calibration = None
+if TARGET_MS:
+    WIDTH, calibration = calibrate_width(TARGET_MS)
 
 def runner(mode: str):
     "A function that runs `n` steps of this mode's own DDP copy; and its profiler (or None)."
@@ -92,7 +119,8 @@ cpu0 = {m: thread_cpu_s(w) for m, w in writers.items()}
 for v in done_s.values(): v.clear()
 s = per_step(a.rounds)
 writer_us = {m: (thread_cpu_s(w) - cpu0[m]) / (a.rounds * a.block) * 1e6 for m, w in writers.items()}
-out = {"device": torch.cuda.get_device_name(0) if CUDA else "cpu", "backend": dist.get_backend(), "loop": "ledger_inproc" if LEDGER else f"width {WIDTH}", "width": WIDTH, "bucket_cap_mb": BUCKET_MB, "rounds": a.rounds,
+out = {"device": torch.cuda.get_device_name(0) if CUDA else "cpu", "backend": dist.get_backend(), "loop": "ledger_inproc" if LEDGER else f"width {WIDTH}", "width": WIDTH,
+       "calibration": {"target_ms": TARGET_MS, "step_ms_by_width": calibration} if TARGET_MS else None, "bucket_cap_mb": BUCKET_MB, "rounds": a.rounds,
        "block": a.block, "step_ms_plain": round(statistics.median(s["plain"]) * 1e3, 3),
        "buckets_per_step": len(runs["buckets"][1].records[-1].buckets), "load_avg": [round(x, 2) for x in (*load_before, *os.getloadavg())]}
 for m in MODES[1:]:
