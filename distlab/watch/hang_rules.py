@@ -133,6 +133,10 @@ _SIGNAL_CAUSES = {  # signal -> (what ends a process that way, what to do)
     **{s: _NATIVE for s in ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE")},
 }
 
+def _each_on_its_own(culprits: list[int], tracks: dict) -> bool:
+    "True when every rank is a culprit: each raised on its own, so none waited on another in a collective."
+    return set(culprits) >= set(tracks)
+
 def _died(culprits: list[int], tracks: dict[int, RankTrack]) -> Diagnosis:
     t = tracks[culprits[0]]
     waiting = sorted(r for r, o in tracks.items() if r not in culprits and (o.current() or o.last_failed))
@@ -143,7 +147,7 @@ def _died(culprits: list[int], tracks: dict[int, RankTrack]) -> Diagnosis:
         head = f"rank {t.rank} raised {_short(t.exit.get('error'))}" + (f" at {_tb_site(tb)}" if _tb_site(tb) else "") + wait_txt
         expl = f"Rank {t.rank} stopped with an exception in its own code. " + (
             f"Every rank raised, each on its own ({_ranks(culprits)} within half a second): none was left waiting for another."
-            if set(culprits) >= set(tracks) else COLLECTIVE_RULE + " So the other ranks could not finish their next "
+            if _each_on_its_own(culprits, tracks) else COLLECTIVE_RULE + " So the other ranks could not finish their next "
             "collective; with gloo they fail soon after with connection errors, and torchrun's summary may name one "
             "of them instead of the rank that failed first.")
         fix = f"Fix the exception on rank {t.rank}.\nIts traceback ends:\n" + _tb_tail(tb)
@@ -348,8 +352,8 @@ def never_joined(ctx: Context) -> Diagnosis | None:
 
 def _enrich(d: Diagnosis, ctx: Context) -> None:
     "Let the enrichers replace the generic cause and fix of a dead rank with what its own output says."
-    everyone = set(d.culprit_ranks) >= set(ctx.tracks)  # each rank raised on its own: nobody waited on a collective
-    _apply_enrichment(d, evidence(ctx, d.culprit_ranks[0]), "" if everyone else COLLECTIVE_RULE, keep_fix_tail=True)
+    rule = "" if _each_on_its_own(d.culprit_ranks, ctx.tracks) else COLLECTIVE_RULE
+    _apply_enrichment(d, evidence(ctx, d.culprit_ranks[0]), rule, keep_fix_tail=True)
 
 def _apply_enrichment(d: Diagnosis, ev, rule: str,  # the rule that explains why the others wait
                       keep_fix_tail: bool) -> None:  # keep the lines of `d.fix` after its first (the generic advice)
