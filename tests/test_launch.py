@@ -116,3 +116,16 @@ def test_a_run_distlab_stops_does_not_print_torchruns_signal_traceback(tmp_path)
     assert "distlab stopped torchrun (hung)" in own, own
     assert "SignalException" in (Path(res.run_dir) / "logs" / "torchrun.stderr").read_text()  # the raw text is kept
 
+
+def test_every_rank_line_arrives_whole_with_its_rank_progress_bars_too(tmp_path):
+    lines = []
+    res = launch(SCRIPTS / "progress_bar.py", nproc=2, runs_root=tmp_path, watch=False,
+                 on_line=lambda r, s, l: lines.append((r, s, l))).wait(120)
+    assert res.status == "ok", res
+    for rank in (0, 1):
+        bar = [l for r, s, l in lines if r == rank and s == "stderr"]
+        assert bar == [" 10%|#", " 50%|#####", "100%|##########"], bar  # one line per redraw, nothing glued together
+        out = [l for r, s, l in lines if r == rank and s == "stdout"]
+        assert out == [f"rank {rank} done", "no newline at the end"], out
+        assert (Path(res.run_dir) / "logs" / f"rank{rank}.stderr").read_text().splitlines() == bar
+    assert not any("[default" in l or "[rank" in l for _, _, l in lines), lines  # no other rank's prefix inside a line

@@ -30,6 +30,10 @@ def _where(path: Path, root: Path) -> tuple[int, int, str] | None:
     attempts = [int(m.group(1)) for part in path.relative_to(root).parts[:-2] if (m := _ATTEMPT.fullmatch(part))]
     return (attempts[-1] if attempts else 0), int(path.parent.name), stream
 
+def _redraws(line: bytes) -> list[bytes]:
+    "The non-empty pieces of a line that a carriage return redraws (a progress bar's states; `text\\r` is `text`)."
+    return [part for part in line.split(b"\r") if part]
+
 class RankLogTail:
     "Hand on every line torchrun's ranks write to their log files under `log_dir` (`--redirects 3`), as it comes."
     def __init__(self, log_dir: str | Path, on_line: RankLine, every_s: float = TAIL_EVERY_S):
@@ -64,7 +68,11 @@ class RankLogTail:
                 except OSError: continue
             data = f.f.read()
             if data: f.rest += data
-            *lines, f.rest = f.rest.split(b"\n")
+            *ended, f.rest = f.rest.split(b"\n")
+            if b"\r" in f.rest:  # a progress bar redrawing its line: each redraw that is over is a line of its own
+                done, _, f.rest = f.rest.rpartition(b"\r")
+                if done: ended.append(done)  # what came before the last redraw (nothing when it began the line)
+            lines = [part for line in ended for part in (_redraws(line) if b"\r" in line else (line,))]
             if f.rest and (final or f.attempt < newest): lines.append(f.rest); f.rest = b""  # that writer has ended
             for raw in lines: self.on_line(f.local, f.stream, raw.decode("utf-8", "replace"), f.attempt)
             n += len(lines)
