@@ -129,3 +129,14 @@ def test_every_rank_line_arrives_whole_with_its_rank_progress_bars_too(tmp_path)
         assert out == [f"rank {rank} done", "no newline at the end"], out
         assert (Path(res.run_dir) / "logs" / f"rank{rank}.stderr").read_text().splitlines() == bar
     assert not any("[default" in l or "[rank" in l for _, _, l in lines), lines  # no other rank's prefix inside a line
+
+def test_a_log_dir_of_the_users_own_keeps_torchruns_files_there_and_the_ranks_apart(tmp_path):
+    mine, lines = tmp_path / "my-logs", []
+    run = launch(SCRIPTS / "user_ok.py", nproc=2, runs_root=tmp_path, log_dir=mine, on_line=lambda r, s, l: lines.append((r, s, l)))
+    assert "--tee" in run.argv  # other runs or nodes may write beside this one there: torchrun tags each line itself
+    res = run.wait(120)
+    assert res.status == "ok", res
+    for rank in (0, 1):
+        assert (rank, "stdout", f"rank {rank}: [0.0, 3.0, 6.0, 9.0]") in lines, lines
+        assert (rank, "stderr", f"rank {rank} says hello on stderr") in lines, lines
+    assert len(list(mine.glob("*/attempt_0/*/stdout.log"))) == 2  # torchrun's own files, where the user asked
