@@ -401,6 +401,7 @@ def _finish(self: Run):
     if self._tail is not None:  # torchrun has exited: the ranks' last lines are in their files
         try: self._tail.close()
         except Exception as e: self._warn(f"reading the ranks' log files failed: {e!r}")
+        if self._tail.error is not None: self._warn(f"reading the ranks' log files failed: {self._tail.error!r}")
     kill_run(self.run_id)  # ranks' own children (DataLoader workers, daemons) on a normal exit too
     if self._watcher is not None:  # every process has ended: what a killed one left on its tape joins its events
         for r in range(self.world_size):

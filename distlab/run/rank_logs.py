@@ -21,7 +21,7 @@ class _Followed:
     "One rank's log file being followed: its handle and the part of a line not yet ended."
     def __init__(self, path: Path, attempt: int, local: int, stream: str):
         self.path, self.attempt, self.local, self.stream = path, attempt, local, stream
-        self.f, self.rest = None, b""
+        self.f, self.rest, self.ended = None, b"", False  # ended: read to its end after a newer generation began, and closed
 
 def _where(path: Path, root: Path) -> tuple[int, int, str] | None:
     "(generation, local rank, stream) of a torchrun log file under `root`, or None for any other file."
@@ -42,13 +42,16 @@ class RankLogTail:
         self._scanned = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.error: Exception | None = None  # the first failure of a look (at a callback, say); the looks go on
 
     def start(self) -> "RankLogTail":
         self._thread = threading.Thread(target=self._loop, name="distlab-rank-logs", daemon=True); self._thread.start()
         return self
 
     def _loop(self):
-        while not self._stop.wait(self.every_s): self.read()
+        while not self._stop.wait(self.every_s):
+            try: self.read()
+            except Exception as e: self.error = self.error or e
 
     def _scan(self):
         for top, _, names in os.walk(self.log_dir):
@@ -60,7 +63,7 @@ class RankLogTail:
     def read(self, final: bool = False) -> int:
         "Hand on what the files gained since the last call; `final` ends every file's last line too. Returns the lines handed on."
         if final or time.monotonic() - self._scanned >= RESCAN_EVERY_S: self._scan()
-        followed = sorted(self._files.values(), key=lambda f: (f.attempt, f.local, f.stream))
+        followed = sorted((f for f in self._files.values() if not f.ended), key=lambda f: (f.attempt, f.local, f.stream))
         newest, n = max((f.attempt for f in followed), default=0), 0
         for f in followed:
             if f.f is None:
@@ -74,6 +77,7 @@ class RankLogTail:
                 if done: ended.append(done)  # what came before the last redraw (nothing when it began the line)
             lines = [part for line in ended for part in (_redraws(line) if b"\r" in line else (line,))]
             if f.rest and (final or f.attempt < newest): lines.append(f.rest); f.rest = b""  # that writer has ended
+            if f.attempt < newest: f.f.close(); f.ended = True  # its writer is gone: one descriptor less per restart
             for raw in lines: self.on_line(f.local, f.stream, raw.decode("utf-8", "replace"), f.attempt)
             n += len(lines)
         return n
@@ -84,5 +88,5 @@ class RankLogTail:
         if self._thread is not None: self._thread.join()
         n = self.read(final=True)
         for f in self._files.values():
-            if f.f is not None: f.f.close()
+            if f.f is not None and not f.ended: f.f.close()
         return n
