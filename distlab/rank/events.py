@@ -71,7 +71,9 @@ def emit(ev: str, **fields) -> dict | None:
 # %% ../../nbs/15_events.ipynb #d818b142
 class LineTail:
     "The whole lines appended to a text file since the last call."
-    def __init__(self, path: str | Path): self.path, self.offset, self._partial = Path(path), 0, b""
+    def __init__(self, path: str | Path,
+                 redraws: bool = False):  # a carriage return ends a line too (a progress bar's redraws, each a line; empty pieces dropped)
+        self.path, self.offset, self._partial, self.redraws = Path(path), 0, b"", redraws
 
     def read_new(self, final: bool = False) -> list[str]:
         "New complete lines; an unfinished last line waits for the next call (with `final`, it is returned too)."
@@ -80,6 +82,11 @@ class LineTail:
         except FileNotFoundError: data = b""
         self.offset += len(data)
         *lines, self._partial = (self._partial + data).split(b"\n")
+        if self.redraws:
+            if b"\r" in self._partial:  # a bar still drawing: each redraw that is over is a line, the last one waits
+                done, _, self._partial = self._partial.rpartition(b"\r")
+                if done: lines.append(done)
+            lines = [part for ln in lines for part in (ln.split(b"\r") if b"\r" in ln else (ln,)) if part or b"\r" not in ln]
         if final and self._partial: lines.append(self._partial); self._partial = b""
         return [ln.decode("utf-8", "replace") for ln in lines]
 

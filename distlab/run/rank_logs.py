@@ -7,6 +7,7 @@ from __future__ import annotations
 import os, re, threading, time
 from pathlib import Path
 from typing import Callable
+from ..rank.events import LineTail
 
 # %% auto #0
 __all__ = ['TAIL_EVERY_S', 'RESCAN_EVERY_S', 'RankLine', 'RankLogTail']
@@ -18,10 +19,10 @@ _ATTEMPT = re.compile(r"attempt_(\d+)")
 RankLine = Callable[[int, str, str, int], None]  # (local rank, "stdout"/"stderr", line, restart generation)
 
 class _Followed:
-    "One rank's log file being followed: its handle and the part of a line not yet ended."
+    "One rank's log file being followed: where it is in torchrun's tree, and its tail (`LineTail`, a redraw a line)."
     def __init__(self, path: Path, attempt: int, local: int, stream: str):
-        self.path, self.attempt, self.local, self.stream = path, attempt, local, stream
-        self.f, self.rest, self.ended = None, b"", False  # ended: read to its end after a newer generation began, and closed
+        self.attempt, self.local, self.stream = attempt, local, stream
+        self.tail, self.ended = LineTail(path, redraws=True), False  # ended: read to its end after a newer generation began
 
 def _where(path: Path, root: Path) -> tuple[int, int, str] | None:
     "(generation, local rank, stream) of a torchrun log file under `root`, or None for any other file."
@@ -29,10 +30,6 @@ def _where(path: Path, root: Path) -> tuple[int, int, str] | None:
     if stream is None or not path.parent.name.isdigit(): return None
     attempts = [int(m.group(1)) for part in path.relative_to(root).parts[:-2] if (m := _ATTEMPT.fullmatch(part))]
     return (attempts[-1] if attempts else 0), int(path.parent.name), stream
-
-def _redraws(line: bytes) -> list[bytes]:
-    "The non-empty pieces of a line that a carriage return redraws (a progress bar's states; `text\\r` is `text`)."
-    return [part for part in line.split(b"\r") if part]
 
 class RankLogTail:
     "Hand on every line torchrun's ranks write to their log files under `log_dir` (`--redirects 3`), as it comes."
@@ -66,27 +63,14 @@ class RankLogTail:
         followed = sorted((f for f in self._files.values() if not f.ended), key=lambda f: (f.attempt, f.local, f.stream))
         newest, n = max((f.attempt for f in followed), default=0), 0
         for f in followed:
-            if f.f is None:
-                try: f.f = open(f.path, "rb")
-                except OSError: continue
-            data = f.f.read()
-            if data: f.rest += data
-            *ended, f.rest = f.rest.split(b"\n")
-            if b"\r" in f.rest:  # a progress bar redrawing its line: each redraw that is over is a line of its own
-                done, _, f.rest = f.rest.rpartition(b"\r")
-                if done: ended.append(done)  # what came before the last redraw (nothing when it began the line)
-            lines = [part for line in ended for part in (_redraws(line) if b"\r" in line else (line,))]
-            if f.rest and (final or f.attempt < newest): lines.append(f.rest); f.rest = b""  # that writer has ended
-            if f.attempt < newest: f.f.close(); f.ended = True  # its writer is gone: one descriptor less per restart
-            for raw in lines: self.on_line(f.local, f.stream, raw.decode("utf-8", "replace"), f.attempt)
+            f.ended = f.attempt < newest  # its writer is gone: this read takes the rest, its last line too
+            lines = f.tail.read_new(final=final or f.ended)
+            for line in lines: self.on_line(f.local, f.stream, line, f.attempt)
             n += len(lines)
         return n
 
     def close(self) -> int:
-        "Stop following: read every file to its end (call it once torchrun has exited) and close them; returns the last lines' count."
+        "Stop following: read every file to its end (call it once torchrun has exited); returns the last lines' count."
         self._stop.set()
         if self._thread is not None: self._thread.join()
-        n = self.read(final=True)
-        for f in self._files.values():
-            if f.f is not None and not f.ended: f.f.close()
-        return n
+        return self.read(final=True)
