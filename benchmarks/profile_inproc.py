@@ -22,7 +22,7 @@ row meant for ~5 ms steps measured something else); `ledger`: the loop of benchm
 one batch, DDP's default 25 MB buckets: a ~2.5 ms step). `--device cuda`: every copy on one GPU over NCCL (world 1), each block ending with
 a `torch.cuda.synchronize()`, where the profiler times communication with CUDA events. Prints one JSON object. Run
 by benchmarks/run.py."""
-import argparse, os, sys, json, tempfile, time, statistics, warnings
+import argparse, math, os, sys, json, tempfile, time, statistics, warnings
 ap = argparse.ArgumentParser()
 ap.add_argument("loop", nargs="?", default="512", help="hidden width of the issue-8 loop, a step time such as `5ms`, or `ledger`")
 ap.add_argument("--rounds", type=int, default=100); ap.add_argument("--block", type=int, default=40)
@@ -72,7 +72,7 @@ def calibrate_width(target_ms: float) -> tuple[int, dict]:
         seen[w] = round(statistics.median(times) * 1e3, 3)
         del model
         if seen[w] > 2 * target_ms: break  # wider only gets slower
-    best = min(seen, key=lambda w: abs(__import__("math").log(seen[w] / target_ms)))
+    best = min(seen, key=lambda w: abs(math.log(seen[w] / target_ms)))
     return best, seen
 
 calibration = None
