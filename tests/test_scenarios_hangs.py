@@ -37,6 +37,13 @@ def source_line(fn, snippet: str) -> str:
     return f"{os.path.basename(inspect.getsourcefile(fn))}:{hits[0]}"
 
 hangs_line = source_line
+
+def lesson_line(sid: str, snippet: str, variant: str = "broken") -> str:
+    "`broken.py:N`, N the line of scenario `sid`'s lesson script whose statement starts with `snippet`."
+    path = SCENARIOS[sid].script_path(variant)
+    hits = [n for n, l in enumerate(path.read_text().splitlines(), 1) if l.strip().startswith(snippet)]
+    assert len(hits) == 1, f"{snippet!r} is on {len(hits)} lines of {path}"
+    return f"{path.name}:{hits[0]}"
 GRADIENT_ALL_REDUCE = source_line(Trainer.forward_backward, "(self.scaler.scale(scaled)")  # the trainer's backward: DDP's buckets
 
 
@@ -79,23 +86,23 @@ def outcomes(walkthroughs, background_repeats):
 def check_uneven_batches(d, o, nproc):
     c = d["collective"]
     assert (c["op"], c["culprit_op"]) == ("all_reduce", "barrier") and d["culprit_ranks"] == [nproc - 1]
-    assert c["culprit_site"] == hangs_line(hangs.uneven_batches, "dist.barrier()")  # the end of the epoch
-    assert c["site"] == GRADIENT_ALL_REDUCE  # the others' next step
-    assert o.steps_per_rank == {r: 7 for r in range(nproc)}, o.steps_per_rank  # 7 steps done everywhere: none lost
+    assert c["culprit_site"] == lesson_line("uneven-batches", "dist.barrier()")  # the end of the epoch
+    assert c["site"] == lesson_line("uneven-batches", "loss.backward()")  # the others' next step: DDP's gradient all-reduce
+    assert o.steps_per_rank == {r: 5 for r in range(nproc)}, o.steps_per_rank  # 5 steps done everywhere: none lost
 
 def check_rank_conditional(d, o, nproc):
     c = d["collective"]
     assert (c["op"], c["culprit_op"]) == ("all_reduce", "all_reduce")
     assert "[[3]]" in d["headline"] and "rank 0 " in d["headline"]  # the metrics tensor, against a gradient bucket
-    assert c["culprit_site"] == hangs_line(hangs.reduce_metrics, "dist.all_reduce(stats)")  # the line, rank 0 only
-    assert c["site"] == GRADIENT_ALL_REDUCE  # the gradient all-reduce
-    assert o.steps_per_rank == {r: 2 for r in range(nproc)}, o.steps_per_rank  # eval_every=2: rank 0 parts after step 2
+    assert c["culprit_site"] == lesson_line("rank-conditional-collective", "dist.all_reduce(sums)")  # inside evaluate(), rank 0 only
+    assert c["site"] == lesson_line("rank-conditional-collective", "loss.backward()")  # the gradient all-reduce
+    assert o.steps_per_rank == {r: 2 for r in range(nproc)}, o.steps_per_rank  # EVAL_EVERY=2: rank 0 parts after step 2
 
 def check_collective_mismatch(d, o, nproc):
     c = d["collective"]
     assert (c["op"], c["culprit_op"]) == ("all_gather", "all_gather")
     assert "[[6]" in d["explanation"] and "[[5]" in d["explanation"]  # both sides' shapes (6 and 5 predictions)
-    assert c["culprit_site"] == c["site"] == hangs_line(hangs.collective_mismatch, "dist.all_gather(parts, local)")
+    assert c["culprit_site"] == c["site"] == lesson_line("collective-mismatch", "dist.all_gather(parts, mine)")
 
 def check_stalled_rank(d, o, nproc):
     assert "rank 0 never entered" in d["headline"], d["headline"]
@@ -153,16 +160,18 @@ def test_fixed_runs_clean(outcomes, sid):
 
 @pytest.mark.slow
 def test_trainer_steps_reach_the_events_and_the_progress_plot(outcomes):
-    "The trainer writes the steps (with their timing), and the lab's progress plot reads them, hung run or not."
+    "The trainer writes the steps (with their timing); a plain script's steps are its DDP backwards; the lab's progress plot reads both, hung run or not."
     from distlab.watch.analysis import read_rank_events
     from distlab.ui.plots import plot_progress
-    o = outcomes["uneven-batches", "broken"]
-    steps = [e for e in read_rank_events(o.run_dir, 0) if e["ev"] == "step"]
-    assert [e["step"] for e in steps] == list(range(7)), steps
+    o = outcomes["stalled-rank", "broken"]  # trains through DDPTrainer
+    steps = [e for e in read_rank_events(o.run_dir, 1) if e["ev"] == "step"]
+    assert [e["step"] for e in steps] == list(range(3)), steps
     assert all(e["step_s"] > 0 and "loss" in e and "comm_s" in e for e in steps), steps[0]
+    o = outcomes["uneven-batches", "broken"]  # a lesson script: no distlab in it, no `step` events
+    assert not [e for e in read_rank_events(o.run_dir, 0) if e["ev"] == "step"]
     labels = [t.get_text() for t in plot_progress(o.run_dir).axes[0].get_legend().get_texts()]
-    assert labels[0].startswith("rank 0: 7 steps (waiting in all_reduce #"), labels
-    assert labels[1].startswith("rank 1: 7 steps (waiting in barrier #") and "after its loop" in labels[1], labels
+    assert labels[0].startswith("rank 0: 5 steps (waiting in all_reduce #"), labels
+    assert labels[1].startswith("rank 1: 5 steps (waiting in barrier #"), labels
 
 
 @pytest.fixture(scope="module")

@@ -23,10 +23,11 @@ def parse_argv(argv: list[str]) -> tuple[str, bool, list[str]]:
     return argv[0], False, argv[1:]
 
 # %% ../../nbs/21_shim.ipynb #65ecb85a
-def emit_hello(argv: list[str]) -> None:
-    "The rank's first event: who and where it is."
+def emit_hello(argv: list[str], script_sha256: str | None = None) -> None:
+    "The rank's first event: who and where it is, and the SHA-256 of the script file it runs (None for `-m`)."
     emit("hello", pid=os.getpid(), host=socket.gethostname(), local_rank=int(os.environ.get("LOCAL_RANK", "0")),
-         world_size=int(os.environ.get("WORLD_SIZE", "1")), argv=argv)
+         world_size=int(os.environ.get("WORLD_SIZE", "1")), argv=argv,
+         **({"script_sha256": script_sha256} if script_sha256 else {}))
 
 
 def _user_tb(tb):
@@ -55,10 +56,18 @@ def write_error_file(e: BaseException, tb_text: str) -> None:
         except OSError: pass
 
 # %% ../../nbs/21_shim.ipynb #088fa892
-def _exec_script(path: str, argv0: str) -> None:
-    "Run the file at `path` as `__main__`, the way `python path` does."
+def _read_script(path: str) -> bytes | None:
+    "The bytes of the script at `path`, or None when it cannot be read (running it then raises the error `python` would)."
+    import io
+    try:
+        with io.open_code(path) as f: return f.read()
+    except OSError: return None
+
+def _exec_script(path: str, argv0: str, source: bytes | None = None) -> None:
+    "Run the file at `path` (whose bytes are `source` when already read) as `__main__`, the way `python path` does."
     import types, importlib.machinery, io
-    with io.open_code(path) as f: source = f.read()
+    if source is None:
+        with io.open_code(path) as f: source = f.read()
     code = compile(source, path, "exec", dont_inherit=True)
     mod = types.ModuleType("__main__")
     mod.__file__, mod.__cached__, mod.__spec__ = path, None, None
@@ -70,8 +79,10 @@ def _exec_script(path: str, argv0: str) -> None:
 def run(argv: list[str]) -> int:
     "Run the target as `__main__` under the ledger; the exit code the bare script would have had."
     import runpy
+    import hashlib
     target, is_module, args = parse_argv(argv)
-    emit_hello(argv)
+    source = None if is_module else _read_script(os.path.abspath(target))  # hashed and run: the same bytes
+    emit_hello(argv, hashlib.sha256(source).hexdigest() if source is not None else None)
     from distlab.rank import ledger, trace
     ledger.install()
     try: trace.install_from_env()  # `--trace`: a torch.profiler window over the script's optimizer steps
@@ -84,7 +95,7 @@ def run(argv: list[str]) -> int:
     else: sys.path[0] = os.path.dirname(os.path.abspath(target))
     try:
         if is_module: runpy._run_module_as_main(target, alter_argv=True)  # what `python -m` itself calls
-        else: _exec_script(os.path.abspath(target), target)
+        else: _exec_script(os.path.abspath(target), target, source)
     except SystemExit as e:
         code = e.code
         status = "ok" if code in (None, 0) else "exception"

@@ -6,10 +6,11 @@
 from __future__ import annotations
 import importlib, importlib.metadata, pkgutil, threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # %% auto #0
-__all__ = ['FAMILY_ENTRY_POINTS', 'SCENARIOS', 'Expect', 'Measured', 'Variant', 'Scenario', 'load_families', 'ScenarioRegistry',
-           'register', 'get_scenario']
+__all__ = ['FAMILY_ENTRY_POINTS', 'SCENARIOS', 'Expect', 'Measured', 'Variant', 'Scenario', 'lessons_dir', 'load_families',
+           'ScenarioRegistry', 'register', 'get_scenario']
 
 # %% ../../nbs/40_scenarios.ipynb #dd14b608
 @dataclass(kw_only=True, frozen=True)
@@ -25,6 +26,8 @@ class Expect:
     "every rank must report the same number of steps"
     checks: tuple[str, ...] = ()
     "measured checks, each `module:function` called with the `RunResult`; it returns a `Measured` (figures and problems)"
+    min_steps: int = 0
+    "every rank must complete at least this many training steps: a 'fix' that skips the training is no fix"
 
     def culprit_ranks(self, nproc: int) -> tuple[int, ...]:
         return (nproc - 1,) if self.culprits == "last" else tuple(self.culprits)
@@ -45,6 +48,10 @@ class Variant:
     expect: Expect
     params: dict = field(default_factory=dict)
     "settings the rank function reads (`ctx.params`)"
+    script: str | None = None
+    "the learner-facing script its ranks run instead of the rank function: a file in the scenario's lesson folder"
+    args: tuple[str, ...] = ()
+    "command-line arguments for `script`"
 
 @dataclass(kw_only=True, frozen=True)
 class Scenario:
@@ -59,8 +66,8 @@ class Scenario:
     "what a person sees when it happens to them"
     explanation: str
     "why it happens, in a paragraph"
-    rank_fn: str
-    "`module:function` each rank runs, e.g. `distlab.scenarios.hangs:uneven_batches`"
+    rank_fn: str | None = None
+    "`module:function` each rank runs, e.g. `distlab.scenarios.hangs:uneven_batches`; None when every variant has a `script`"
     variants: dict[str, Variant]
     train: dict = field(default_factory=dict)
     "TrainConfig overrides (as a dict) for this scenario"
@@ -71,14 +78,43 @@ class Scenario:
     launch_options: dict = field(default_factory=dict)
     "extra `launch` settings (e.g. a shorter `join_timeout_s`)"
 
+    hints: tuple[str, ...] = ()
+    "hints for a learner fixing the broken script, from a nudge to nearly the answer"
+
+    def __post_init__(self):
+        lacking = [n for n, v in self.variants.items() if v.script is None and self.rank_fn is None]
+        if lacking: raise ValueError(f"scenario {self.id!r}: variants {lacking} have no `script` and the scenario no `rank_fn`; give one")
+
     def variant(self, name: str) -> Variant:
         if name not in self.variants:
             raise ValueError(f"scenario {self.id!r} has no variant {name!r}; use one of {', '.join(self.variants)}")
         return self.variants[name]
 
+    @property
+    def has_lesson(self) -> bool:
+        "Its broken variant runs a learner-facing script (the code a person would write)."
+        return self.variants.get("broken") is not None and self.variants["broken"].script is not None
+
+    def script_path(self, variant: str = "broken") -> Path:
+        "The learner-facing script that `variant` runs."
+        v = self.variant(variant)
+        if v.script is None:
+            raise ValueError(f"scenario {self.id!r} variant {variant!r} runs a rank function inside distlab, not a lesson script; "
+                             f"scenarios with scripts: {', '.join(sorted(s.id for s in SCENARIOS.values() if s.has_lesson))}")
+        return lessons_dir() / self.id / v.script
+
+def lessons_dir() -> Path:
+    "The folder of learner-facing scripts, one sub-folder per scenario: `distlab/lessons/` installed, `lessons/` in a checkout."
+    import distlab
+    pkg = Path(distlab.__file__).resolve().parent
+    if (pkg / "lessons").is_dir(): return pkg / "lessons"
+    if (pkg.parent / "pyproject.toml").exists() and (pkg.parent / "lessons").is_dir(): return pkg.parent / "lessons"
+    raise FileNotFoundError(f"no lesson scripts in {pkg / 'lessons'}: this distlab install is incomplete; "
+                            "reinstall it with: pip install --force-reinstall --no-deps distlab")
+
 # %% ../../nbs/40_scenarios.ipynb #dfded1dd
 FAMILY_ENTRY_POINTS = "distlab.scenarios"  # other packages add families under this entry-point group
-_NOT_FAMILIES = {"runner"}
+_NOT_FAMILIES = {"runner", "lesson"}
 
 def load_families() -> list[str]:
     "Import every family module of this package and of the `distlab.scenarios` entry points; returns their names."

@@ -4,23 +4,19 @@
 
 # %% ../../nbs/42_hangs.ipynb #685e65f1
 from __future__ import annotations
-import os, signal, threading, time
-import torch
-import torch.distributed as dist
-from torch import nn
+import os, signal, threading
 
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset, get_worker_info
 
-from ..train.data import SyntheticDataset, StridedShardSampler, make_loader
+from ..train.data import SyntheticDataset
 from ..train.guards import check_step_counts
 from ..train.trainer import DDPTrainer, trainer_from_context
 from ..rank.worker import RankContext
 from . import Scenario, Variant, Expect, register
 
 # %% auto #0
-__all__ = ['HOLDER', 'write_steps_now', 'train', 'uneven_samples', 'uneven_batches', 'evaluate', 'reduce_metrics',
-           'rank_conditional_collective', 'predictions', 'gather_ragged', 'collective_mismatch', 'StepLog',
-           'stalled_rank', 'hold_port', 'init_hang', 'CorruptDataset', 'first_sample_of', 'dataloader_worker_crash']
+__all__ = ['HOLDER', 'write_steps_now', 'train', 'StepLog', 'stalled_rank', 'hold_port', 'init_hang', 'CorruptDataset',
+           'first_sample_of', 'dataloader_worker_crash']
 
 # %% ../../nbs/42_hangs.ipynb #c9ee0d11
 def write_steps_now(trainer: DDPTrainer) -> None:
@@ -34,101 +30,6 @@ def train(ctx: RankContext, on_step=None, **kw) -> DDPTrainer:
         write_steps_now(trainer)  # a hung run is stopped within a fraction of a second of its diagnosis: no step may be lost
         if on_step is not None: on_step(trainer, record)
     return trainer_from_context(ctx, on_step=after_step, **kw)
-
-# %% ../../nbs/42_hangs.ipynb #c698e7ed
-def uneven_samples(world_size: int, batch_size: int, steps: int) -> int:
-    "A dataset size that gives every rank but the last `steps` batches under a strided split, and the last `steps - 1`."
-    return world_size * batch_size * (steps - 1) + (world_size - 1)
-
-def uneven_batches(ctx: RankContext):
-    "Broken: a strided split keeps the remainder, so the last rank runs one step fewer. Fixed: DistributedSampler + step-count checks."
-    ctx.init()
-    cfg, even = ctx.cfg, ctx.params["even"]
-    ds = SyntheticDataset(uneven_samples(ctx.world_size, cfg.data.batch_size, ctx.params["steps"]), cfg.model, cfg.data.seed)
-    loader = make_loader(ds, cfg.data, ctx.rank, ctx.world_size, even=even)  # even: DistributedSampler; else split by hand
-    trainer = train(ctx, dataset=ds, loader=loader)
-    if even: check_step_counts(len(loader), what="the number of batches per rank")
-    trainer.fit()
-    if even: check_step_counts(trainer.step)
-    dist.barrier()  # end of epoch: everyone done before rank 0 would save a checkpoint
-    if ctx.rank == 0: print(f"epoch done: {trainer.step} steps on every rank", flush=True)
-
-# %% ../../nbs/42_hangs.ipynb #25d6ee04
-def evaluate(model: nn.Module, loader, device) -> torch.Tensor:
-    "This rank's [summed loss, correct predictions, samples] of `model` over `loader`, without gradients."
-    stats = torch.zeros(3, device=device)
-    model.eval()
-    with torch.no_grad():
-        for x, y in loader:
-            x, y = x.to(device), y.to(device)
-            out = model(x)
-            stats[0] += nn.functional.cross_entropy(out, y, reduction="sum")
-            stats[1] += (out.argmax(1) == y).sum()
-            stats[2] += len(y)
-    model.train()
-    return stats
-
-def reduce_metrics(stats: torch.Tensor) -> dict:
-    "Validation loss and accuracy over all ranks: sums `stats` with an all_reduce that every rank must call."
-    dist.all_reduce(stats)
-    loss, correct, n = stats.tolist()
-    return {"val_loss": round(loss / n, 4), "val_acc": round(correct / n, 4)}
-
-def rank_conditional_collective(ctx: RankContext):
-    "Broken: only rank 0 evaluates, and evaluating all-reduces. Fixed: every rank evaluates and reduces; rank-0-only work has no collectives."
-    ctx.init()
-    cfg, p = ctx.cfg, ctx.params
-    val = make_loader(SyntheticDataset(p["val_samples"], cfg.model, cfg.data.seed + 1), cfg.data, ctx.rank, ctx.world_size)
-    def evaluate_every(trainer, record):
-        "After every `eval_every` optimizer steps: validation metrics, printed by rank 0."
-        if trainer.step % p["eval_every"]: return
-        if p["symmetric"]:
-            metrics = reduce_metrics(evaluate(trainer.inner, val, ctx.device))  # every rank: its share, then one all_reduce
-            dist.barrier()  # rank-0-only section: the others wait here, not inside a gradient all-reduce
-            if ctx.rank == 0: print(f"step {trainer.step}: {metrics}", flush=True)  # no collectives in here
-            dist.barrier()
-        elif ctx.rank == 0:
-            metrics = reduce_metrics(evaluate(trainer.inner, val, ctx.device))  # BUG: an all_reduce only rank 0 issues
-            print(f"step {trainer.step}: {metrics}", flush=True)
-    trainer = train(ctx, on_step=evaluate_every)
-    trainer.fit()
-    check_step_counts(trainer.step)
-
-# %% ../../nbs/42_hangs.ipynb #d2d12a3b
-def predictions(model: nn.Module, ds, indices: list[int], device) -> torch.Tensor:
-    "The classes `model` predicts for samples `indices` of `ds`: one entry per sample."
-    with torch.no_grad():
-        return model(ds.x[indices].to(device)).argmax(1)
-
-def gather_ragged(local: torch.Tensor) -> list[torch.Tensor]:
-    "all_gather of tensors whose first dimension differs across ranks: gather the lengths, pad to the longest, gather, trim."
-    n = torch.tensor([len(local)], device=local.device)
-    sizes = [torch.zeros_like(n) for _ in range(dist.get_world_size())]
-    dist.all_gather(sizes, n)
-    longest = max(int(s) for s in sizes)
-    padded = torch.zeros((longest, *local.shape[1:]), dtype=local.dtype, device=local.device)
-    padded[:len(local)] = local
-    out = [torch.empty_like(padded) for _ in sizes]
-    dist.all_gather(out, padded)
-    return [o[:int(s)] for o, s in zip(out, sizes)]
-
-def collective_mismatch(ctx: RankContext):
-    "Broken: all_gather of per-rank predictions whose length follows this rank's share. Fixed: `gather_ragged`."
-    ctx.init()
-    cfg, p = ctx.cfg, ctx.params
-    trainer = train(ctx)
-    trainer.fit()
-    val = SyntheticDataset(ctx.world_size * p["val_per_rank"] - 1, cfg.model, cfg.data.seed + 1)
-    mine = StridedShardSampler(len(val), ctx.rank, ctx.world_size).indices  # by hand: the last rank gets one fewer
-    local = predictions(trainer.inner, val, mine, ctx.device)
-    if p["pad"]: parts = gather_ragged(local)
-    else:
-        parts = [torch.empty_like(local) for _ in range(ctx.world_size)]
-        dist.all_gather(parts, local)  # BUG: the last rank's tensor is one element shorter
-    if ctx.rank == 0:
-        order = [i for r in range(ctx.world_size) for i in StridedShardSampler(len(val), r, ctx.world_size).indices]
-        acc = (torch.cat(parts).cpu() == val.y[order]).float().mean().item()
-        print(f"validation accuracy over {len(order)} samples: {acc:.3f}", flush=True)
 
 # %% ../../nbs/42_hangs.ipynb #df1dcf2b
 class _BoundedHold:
@@ -244,20 +145,23 @@ register(Scenario(
     seeds=("002", "004", "001"),
     symptom="Training stops at the end of an epoch: no error, no progress, every rank still alive, until "
             "the process-group timeout kills the job many minutes later.",
-    explanation="The data is split across ranks by hand (`indices[rank::world_size]`), and its length is not "
-                "a multiple of the world size, so the last rank gets one batch fewer. It leaves the loop and "
+    explanation="The data is split across ranks by hand (`Subset(data, range(rank, n, world))`), and its length is "
+                "not a multiple of the world size, so the last rank gets one batch fewer. It leaves the loop and "
                 "waits at the end-of-epoch barrier while the other ranks wait for it in the next gradient "
                 "all-reduce. A collective only completes when every rank of the group enters the same one, so "
-                "both sides wait forever. DistributedSampler gives every rank the same number of samples "
-                "(drop_last=True drops the tail instead of repeating samples), and a step-count check before "
-                "and after the loop turns any remaining disagreement into an immediate error.",
-    rank_fn="distlab.scenarios.hangs:uneven_batches",
-    train={"data": {"batch_size": 8}, "step_sleep_s": 0.02},
+                "both sides wait forever. Any fix makes every rank issue the same collectives: DistributedSampler "
+                "with drop_last=True gives every rank the same number of samples (drops the tail instead of "
+                "repeating samples); `Join([model])` lets a rank that ran out shadow the others' all-reduces; or the "
+                "ranks agree on the smallest batch count with one all_reduce(MIN) before the loop.",
+    hints=("Count the batches each rank gets when the dataset size is not a multiple of the world size.",
+           "The ranks must run the same number of backward passes: every backward is an all-reduce they all join.",
+           "torch.utils.data.DistributedSampler(data, shuffle=False, drop_last=True) splits evenly; "
+           "torch.distributed.algorithms.Join([model]) is the other standard answer."),
     variants={
-        "broken": Variant(name="broken", description="strided split that keeps the remainder: the last rank gets one batch fewer",
-                          params={"even": False, "steps": 8}, expect=Expect(status="hung", kind="mismatch", culprits="last")),
-        "fixed": Variant(name="fixed", description="DistributedSampler(drop_last=True) and a step-count check before and after the loop",
-                         params={"even": True, "steps": 8}, expect=Expect(status="ok", equal_steps=True)),
+        "broken": Variant(name="broken", description="a strided split that keeps the remainder: the last rank gets one batch fewer",
+                          script="broken.py", expect=Expect(status="hung", kind="mismatch", culprits="last")),
+        "fixed": Variant(name="fixed", description="DistributedSampler(drop_last=True): the same number of samples on every rank",
+                         script="fixed.py", expect=Expect(status="ok", min_steps=5)),
     }))
 
 # %% ../../nbs/42_hangs.ipynb #116365de
@@ -279,15 +183,14 @@ register(Scenario(
                 "instead of a gradient all-reduce, but they do not make a collective inside `if rank == 0:` legal "
                 "(a barrier inside the branch is itself an unmatched collective), and rank-0 work longer than the "
                 "process-group timeout still kills the job at the second barrier.",
-    rank_fn="distlab.scenarios.hangs:rank_conditional_collective",
-    train={"data": {"samples": 128, "batch_size": 8}},
+    hints=("Which collectives does rank 0 issue that the other ranks do not?",
+           "evaluate() ends with dist.all_reduce: a collective inside `if rank == 0:` is met by nobody.",
+           "Let every rank evaluate its share (and so join the all-reduce); keep only the print under `if rank == 0:`."),
     variants={
         "broken": Variant(name="broken", description="`if rank == 0:` evaluate, and the evaluation all-reduces its metrics",
-                          params={"symmetric": False, "eval_every": 2, "val_samples": 64},
-                          expect=Expect(status="hung", kind="mismatch", culprits=(0,))),
-        "fixed": Variant(name="fixed", description="every rank evaluates and all-reduces; rank 0 only prints, between two barriers",
-                         params={"symmetric": True, "eval_every": 2, "val_samples": 64},
-                         expect=Expect(status="ok", equal_steps=True)),
+                          script="broken.py", expect=Expect(status="hung", kind="mismatch", culprits=(0,))),
+        "fixed": Variant(name="fixed", description="every rank evaluates and all-reduces; rank 0 only prints",
+                         script="fixed.py", expect=Expect(status="ok", min_steps=6)),
     }))
 
 # %% ../../nbs/42_hangs.ipynb #ab5b01b7
@@ -304,17 +207,17 @@ register(Scenario(
                 "applies to the order of collectives as much as to the forward pass). When they differ, gloo fails some ranks with a size "
                 "error (or aborts them) while others wait; NCCL hangs or returns silently wrong data. distlab compares op, shapes and dtype of every rank's N-th collective, so it "
                 "names both sides as soon as the second one starts, before any timeout. The fix: all_gather the "
-                "lengths first, pad to the longest, gather and trim (`gather_ragged`); `all_gather_object` does "
+                "lengths first, pad to the longest, gather and trim (the fixed script); `all_gather_object` does "
                 "the same for small data at the cost of pickling; padding the split instead (DistributedSampler "
                 "repeats samples) makes some samples count twice in the metric.",
-    rank_fn="distlab.scenarios.hangs:collective_mismatch",
-    train={"data": {"samples": 128, "batch_size": 8}},
+    hints=("Print len(mine) on every rank: do all ranks pass the same shape to all_gather?",
+           "all_gather moves fixed-size buffers: gather the lengths first, then tensors padded to the longest.",
+           "dist.all_gather_object(parts, mine.tolist()) is the short answer for small data."),
     variants={
         "broken": Variant(name="broken", description="all_gather of a tensor sized by this rank's share of the validation set",
-                          params={"pad": False, "val_per_rank": 6},
-                          expect=Expect(status="hung", kind="mismatch", culprits="last")),
+                          script="broken.py", expect=Expect(status="hung", kind="mismatch", culprits="last")),
         "fixed": Variant(name="fixed", description="gather the sizes, pad to the longest, gather, trim",
-                         params={"pad": True, "val_per_rank": 6}, expect=Expect(status="ok", equal_steps=True)),
+                         script="fixed.py", expect=Expect(status="ok", min_steps=4)),
     }))
 
 # %% ../../nbs/42_hangs.ipynb #0f018d2b

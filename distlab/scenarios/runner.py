@@ -11,7 +11,7 @@ from ..config import TrainConfig
 from ..contract import FAST_EXIT_ENV
 from ..rank.worker import worker_spec, load_rank_fn
 from ..run.launch import launch, Run, RunResult
-from . import Expect, Measured, get_scenario, SCENARIOS
+from . import Expect, Measured, Scenario, get_scenario
 
 # %% auto #0
 __all__ = ['ScenarioOutcome', 'measure', 'compare', 'scenario_outcome', 'start_scenario', 'run_scenario']
@@ -67,6 +67,9 @@ def compare(expect: Expect, result: RunResult, nproc: int) -> list[str]:
         problems.append(f"ranks ran different numbers of steps: {result.steps_per_rank}")
     if expect.equal_steps and not any(result.steps_per_rank.values()):
         problems.append("no rank reported a step")
+    short = {r: n for r, n in sorted(result.steps_per_rank.items()) if n < expect.min_steps}
+    if expect.min_steps and (short or len(result.steps_per_rank) < nproc):
+        problems.append(f"every rank should train at least {expect.min_steps} steps; steps per rank: {result.steps_per_rank}")
     return problems
 
 def scenario_outcome(id: str, variant: str, result: RunResult, nproc: int) -> ScenarioOutcome:
@@ -88,18 +91,23 @@ def _check_nproc(s: Scenario, nproc: int):
 
 def start_scenario(id: str, variant: str = "broken", *, nproc: int | None = None, backend: str = "auto",
                    runs_root: str | Path | None = None, timeout_s: float | None = None, train: dict | None = None,
-                   on_line=None, on_diagnosis=None, on_exit=None, **launch_options) -> Run:
-    "Launch scenario `id` in `variant` on `nproc` ranks; returns the `Run` at once."
-    s = get_scenario(id); s.variant(variant)
+                   on_line=None, on_diagnosis=None, on_exit=None, script: str | Path | None = None, name: str | None = None,
+                   **launch_options) -> Run:
+    "Launch scenario `id` in `variant` on `nproc` ranks (`script`: run this file instead, e.g. a learner's fix); returns the `Run` at once."
+    s = get_scenario(id); v = s.variant(variant)
     nproc = nproc or s.default_nproc
     _check_nproc(s, nproc)
-    cfg = TrainConfig.from_dict({**TrainConfig().to_dict(), **s.train, **(train or {})})
     opts = {**s.launch_options, **launch_options}
     opts["env"] = {**(opts.get("env") or {}), FAST_EXIT_ENV: "1"}  # see distlab.rank.shim: torch's teardown abort is not the lesson
-    spec = worker_spec(id, variant, s.rank_fn, s.variant(variant).params, cfg.to_dict())
-    return launch("distlab.rank.worker", [spec], module=True, nproc=nproc,
-                  backend=backend, name=f"{id}-{variant}", runs_root=runs_root, timeout_s=timeout_s or s.timeout_s,
-                  on_line=on_line, on_diagnosis=on_diagnosis, on_exit=on_exit, **opts)
+    common = dict(nproc=nproc, backend=backend, name=name or f"{id}-{variant}", runs_root=runs_root,
+                  timeout_s=timeout_s or s.timeout_s, on_line=on_line, on_diagnosis=on_diagnosis, on_exit=on_exit, **opts)
+    if script is not None or v.script is not None:  # the learner-facing script itself, as `distlab launch` runs a user's
+        path = Path(script) if script is not None else s.script_path(variant)
+        if not path.is_file(): raise FileNotFoundError(f"no script {path} to run for scenario {id!r}")
+        return launch(str(path), list(v.args), **common)
+    cfg = TrainConfig.from_dict({**TrainConfig().to_dict(), **s.train, **(train or {})})
+    spec = worker_spec(id, variant, s.rank_fn, v.params, cfg.to_dict())
+    return launch("distlab.rank.worker", [spec], module=True, **common)
 
 def run_scenario(id: str, variant: str = "broken", *, nproc: int | None = None, **kw) -> ScenarioOutcome:
     "Run scenario `id` in `variant` to the end and say whether it did what that variant expects."

@@ -140,8 +140,9 @@ def events_to_run(by_rank: dict[int, list[dict]],  # rank -> events already read
 _RANK_COLORS = ["C0", "C1", "C2", "C4", "C5", "C6", "C8", "C9", "C7"]  # red (C3) is kept for culprits
 
 def _step_points(t: RankTrack, t0: float) -> tuple[list[float], list[int]]:
-    "Seconds since start of each of the rank's `step` events, and the steps done by then."
+    "Seconds since start of each of the rank's `step` events (a plain script's: its completed DDP backwards), and the steps done by then."
     pts = [(x - t0, int(_num(e.get("step"), i)) + 1) for i, e in enumerate(t.step_events) if (x := _num(e.get("t"))) is not None]
+    if not t.step_events: pts = [(x - t0, i + 1) for i, x in enumerate(t.ddp_step_ts)]
     return [x for x, _ in pts], [y for _, y in pts]
 
 def plot_progress(run: RunEvents | str | Path,  # a run directory or events already read

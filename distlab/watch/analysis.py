@@ -31,6 +31,9 @@ class RankTrack:
         self.init: dict | None = None
         self.init_started: dict | None = None
         self.steps, self.loop_done, self.exit, self.left, self.stacks_ok = 0, None, None, None, False
+        self.ddp_steps = 0  # DDP backwards that completed: the steps of a script that reports none itself
+        self.ddp_step_ts: list[float] = []  # when each of them completed (the progress plot's points for such a script)
+        self.script_sha256: str | None = None  # the hash of the script file the rank ran (its `hello`)
         self.colls: dict[str, dict[int, dict]] = {}  # group -> seq -> record (recent)
         self.max_seq: dict[str, int] = {}
         self.open: dict[tuple, dict] = {}
@@ -46,7 +49,9 @@ class RankTrack:
         if ev.get("ev") == "step": self.step_events.append(ev)
         kind, t = ev.get("ev"), ev.get("t")
         if t is not None and (self.last_t is None or t > self.last_t): self.last_t = t  # step events come in batches, stamped when each step ended
-        if kind == "hello": self.pid, self.host, self.hello_t = ev.get("pid"), ev.get("host"), ev.get("t")
+        if kind == "hello":
+            self.pid, self.host, self.hello_t = ev.get("pid"), ev.get("host"), ev.get("t")
+            self.script_sha256 = ev.get("script_sha256")
         elif kind == "note":
             if ev.get("stacks_signal"): self.stacks_ok = True
             if ev.get("text") == "destroy_process_group": self.left = ev
@@ -71,7 +76,11 @@ class RankTrack:
             return rec
         rec = self.open.pop((g, s), None) or self.colls.get(g, {}).get(s) or dict(ev)
         rec.update(state=state, dur_s=ev.get("dur_s"), error=ev.get("error"), t1=ev.get("t"))
-        if state == "completed": self.last_done = rec
+        if state == "completed":
+            self.last_done = rec
+            if rec.get("ddp") == "buckets":
+                self.ddp_steps += 1
+                if ev.get("t") is not None: self.ddp_step_ts.append(ev["t"])
         else: self.last_failed = rec
 
     def current(self) -> dict | None:
@@ -183,9 +192,10 @@ def tracks_from_events(events: dict[int, list[dict]], alive: dict[int, bool] | N
 
 # %% ../../nbs/24_analysis.ipynb #c5abe153
 def rank_steps(t: RankTrack) -> int:
-    "Steps the rank completed: its `loop_done` count, else one more than its last `step` index."
+    "Steps the rank completed: its `loop_done` count, else one more than its last `step` index, else its completed DDP backwards."
     n = (t.loop_done or {}).get("steps")
-    return int(n) if n is not None else t.steps
+    if n is not None: return int(n)
+    return t.steps or t.ddp_steps  # a plain script writes no `step` events: each DDP backward that synchronised is a step
 
 def _where(rec: dict) -> str:
     "`barrier #8`, with the group when it is not the default one."
