@@ -15,8 +15,8 @@ from .config import LaunchConfig, ConfigError, STALL_POLICIES
 __all__ = ['TORCHRUN_FIELDS', 'CONSOLE_OPTIONS', 'REFUSED_OPTIONS', 'DEFAULT_EXPORT_PORT', 'EXIT_STOPPED_BY_DISTLAB',
            'EXIT_TIMEOUT', 'EXIT_INTERRUPTED', 'COMMANDS', 'add_torchrun_options', 'build_parser', 'cmd_export',
            'cmd_list', 'cmd_run', 'std_spec', 'console_filter', 'LaunchRequest', 'launch_request', 'target_problems',
-           'launch_exit_code', 'cmd_launch', 'tour', 'tour_table', 'cmd_tour', 'cmd_bench', 'cmd_doctor', 'cmd_lab',
-           'main']
+           'launch_exit_code', 'cmd_launch', 'tour', 'tour_table', 'cmd_tour', 'cmd_bench', 'cmd_doctor', 'cmd_cluster',
+           'cmd_lab', 'main']
 
 # %% ../nbs/70_cli.ipynb #8b5229c0
 class _Env(argparse.Action):
@@ -163,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("lab", help="copy the walkthrough notebooks into DIR and open them in JupyterLab", add_help=False)
     p.add_argument("lab_args", nargs=argparse.REMAINDER, help="DIR [--no-start] [--overwrite] (see distlab lab --help)")
     _export_parser(sub)
+    _cluster_parser(sub)
     return ap
 
 # %% ../nbs/70_cli.ipynb #d52f30c5
@@ -213,6 +214,44 @@ def cmd_export(a) -> int:
     from distlab.health.exporter import serve
     serve(a.run_dir, a.port, a.addr, a.duration)
     return 0
+
+# %% ../nbs/70_cli.ipynb #9885f75e
+_CLUSTER_USAGE = ("distlab cluster [--nnodes N] [--nproc-per-node K] [--node-link-mbit R] [--node-mtu M] [--node-cpu-quota C] "
+                  "[options] SCRIPT [ARGS ...]\n       distlab cluster [node options] --bench [-b 1M -e 16M --op all_reduce]")
+
+def _cluster_parser(sub):
+    "`distlab cluster`: a job, or distlab bench, on emulated nodes (network namespaces joined by a bridge; root)."
+    p = sub.add_parser("cluster", usage=_CLUSTER_USAGE, help="run a job (or --bench) on N emulated nodes on this machine: "
+                       "network namespaces, real shaped links, CPU and memory limits (needs root)",
+                       description="Makes N emulated nodes (each a network namespace with its own address in 198.18.0.0/15, "
+                       "hostname and hosts file, joined by a bridge), runs `distlab launch` on each with a c10d rendezvous at "
+                       "node 0, and removes every namespace, link and cgroup when the job ends, however it ends.")
+    p.add_argument("--nnodes", type=int, default=2, help="emulated nodes (default 2)")
+    p.add_argument("--nproc-per-node", "--nproc_per_node", "--nproc", dest="nproc", type=int, default=1, help="ranks per node (default 1)")
+    n = p.add_argument_group("each node's limits", "one value for every node, or one per node separated by commas (--node-cpus: by /)")
+    n.add_argument("--node-link-mbit", default=None, metavar="R", help="link rate in Mbit/s, each direction (tc tbf), e.g. 1000")
+    n.add_argument("--node-mtu", default=None, metavar="M", help="MTU of the node's interface (default 1500)")
+    n.add_argument("--node-cpu-quota", default=None, metavar="C", help="CPU time in cores, e.g. 0.5 (cgroup cpu.cfs_quota_us)")
+    n.add_argument("--node-cpus", default=None, metavar="CPUS", help="cores to run on, cpuset syntax, e.g. 0/1 (one core each)")
+    n.add_argument("--node-memory-mb", default=None, metavar="MB", help="memory limit of the node's processes, MiB")
+    p.add_argument("--rdzv-id", "--rdzv_id", default=None, help="rendezvous id (default distlab-<cluster token>)")
+    p.add_argument("--rdzv-port", type=int, default=29400, help="port of the c10d rendezvous on node 0 (default 29400)")
+    p.add_argument("-m", "--module", action="store_true", help="the target is a module (python -m)")
+    _common(p, launch=True)
+    p.add_argument("--no-watch", action="store_true", help="plain torchrun on each node: no ledger, no diagnosis")
+    p.add_argument("--stall-after", type=float, default=None, help="seconds a rank may wait in a collective another rank has "
+                   "not entered (default 30 across nodes: each node's watch sees only its own ranks)")
+    b = p.add_argument_group("distlab bench across the nodes")
+    b.add_argument("--bench", action="store_true", help="run distlab bench's sweep instead of a script: busbw reads the links")
+    b.add_argument("--op", "--ops", dest="ops", nargs="+", default=None, help="collectives (default all_reduce)")
+    b.add_argument("-b", "--minbytes", default="1M", help="smallest size (default 1M)")
+    b.add_argument("-e", "--maxbytes", default="16M", help="largest size (default 16M)")
+    b.add_argument("-f", "--stepfactor", type=int, default=4, help="each size is the previous one times this (default 4)")
+    b.add_argument("-n", "--iters", type=int, default=5, help="timed iterations per size (default 5)")
+    b.add_argument("-w", "--warmup", type=int, default=1, help="untimed iterations before them (default 1)")
+    b.add_argument("-d", "--dtype", default="float32", help="element type (default float32)")
+    p.add_argument("target", nargs="?", default=None, help="your training script (a module with -m)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for your script")
 
 # %% ../nbs/70_cli.ipynb #53e6db65
 def cmd_list(a) -> int:
@@ -441,13 +480,46 @@ def cmd_doctor(a) -> int:
     return rep.exit_code
 
 
+# %% ../nbs/70_cli.ipynb #9bdfcbcb
+def cmd_cluster(a) -> int:
+    "`distlab cluster`: make the nodes, run the job (or the bench sweep) on them, remove them; exits as `distlab launch` does."
+    from distlab.run.node_jobs import node_specs, launch_nodes, bench_nodes
+    from distlab.run.nodes import NodesUnavailable
+    from distlab.run.bench import BenchFailed
+    specs = node_specs(a.nnodes, link_mbit=a.node_link_mbit, mtu=a.node_mtu, cpu_quota=a.node_cpu_quota, cpus=a.node_cpus,
+                       memory_mb=a.node_memory_mb)
+    if a.bench and a.target: raise ValueError(f"--bench runs distlab bench's sweep, not {a.target}: drop one of them")
+    if not a.bench and not a.target: raise ValueError("give your training script (distlab cluster [options] train.py), or --bench")
+    hosts = [s.hostname or f"node{i}" for i, s in enumerate(specs)]
+    def echo(node, rank, stream, line):
+        print(f"[{hosts[node]}{'' if rank is None else f' rank{rank}'}] {line}", file=sys.stderr if rank is None or stream == "stderr" else sys.stdout, flush=True)
+    try:
+        if a.bench:
+            ops = ",".join(a.ops) if a.ops else "all_reduce"
+            res = bench_nodes(ops, nodes=specs, nproc=a.nproc, minbytes=a.minbytes, maxbytes=a.maxbytes, stepfactor=a.stepfactor,
+                              iters=a.iters, warmup=a.warmup, dtype=a.dtype, runs_root=a.runs_root, timeout_s=a.timeout or 600)
+            print(res.table(), file=sys.stderr if a.json else sys.stdout)
+            if a.json: print(res.to_json())
+            return 0 if all(r.wrong in (0, None) for r in res.rows) else 1
+        extra = {} if a.stall_after is None else {"stall_after_s": a.stall_after}
+        job = launch_nodes(a.target, a.args, nodes=specs, nproc=a.nproc, module=a.module, runs_root=a.runs_root, timeout_s=a.timeout,
+                           rdzv_id=a.rdzv_id, rdzv_port=a.rdzv_port, backend=a.backend, watch=not a.no_watch, on_line=echo, **extra)
+    except (NodesUnavailable, BenchFailed) as e: print(f"distlab: error: {e}", file=sys.stderr); return 2 if isinstance(e, NodesUnavailable) else 1
+    print(f"distlab cluster {job.cluster.token}: " + ", ".join(f"{n.hostname} {n.addr}" for n in job.cluster.nodes)
+          + f"; logs in {job.dir}", file=sys.stderr, flush=True)
+    try: res = job.wait()
+    except KeyboardInterrupt: print(job.result.text(), file=sys.stderr); return EXIT_INTERRUPTED
+    print(res.text(), file=sys.stderr)
+    if a.json: print(json.dumps(res.to_dict(), default=str))
+    return 0 if res.status == "ok" else EXIT_TIMEOUT if res.status == "timeout" else 1
+
 # %% ../nbs/70_cli.ipynb #13a786b5
 def cmd_lab(a) -> int:
     from distlab.ui.walkthroughs import main as lab_main  # its own parser: `distlab lab --help` shows its options
     return lab_main(a.lab_args[1:] if a.lab_args[:1] == ["--"] else a.lab_args)
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "launch": cmd_launch, "tour": cmd_tour, "bench": cmd_bench, "lab": cmd_lab,
-            "doctor": cmd_doctor, "export": cmd_export}
+            "doctor": cmd_doctor, "export": cmd_export, "cluster": cmd_cluster}
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `distlab` command."
