@@ -129,3 +129,22 @@ def test_without_root_one_line_says_what_is_missing(tmp_path):
     assert p.stderr.strip().splitlines() == ["distlab: error: emulated nodes need root (or CAP_NET_ADMIN and CAP_SYS_ADMIN) to "
                                              "create network namespaces, links and cgroups; this process runs as uid 65534 "
                                              "without them: run it as root (sudo)"], p.stderr
+
+@needs_root
+@pytest.mark.slow
+def test_jupyter_kernel_interrupt_leaves_nothing(tmp_path):
+    "A kernel killed outright is the SIGKILL case above: the reaper's pipe closes the same way."
+    from kernel_harness import Kernel
+    k = Kernel(tmp_path)
+    try:
+        token = k.run(f"from distlab.run.node_jobs import launch_nodes\nready = []\n"
+                      f"job = launch_nodes({str(SCRIPTS / 'sleepy_ranks.py')!r}, [600], nnodes=2, watch=False, runs_root={str(tmp_path)!r}, "
+                      f"on_line=lambda node, rank, stream, line: ready.append(node) if 'ready' in line else None)\n"
+                      f"print(job.cluster.token)").strip()
+        wait_for(lambda: k.run("print(len(ready))").strip() == "2", 120, interval_s=0.5, what="a rank ready on each node")
+        assert left(token)["processes"]
+        k.interrupt()  # the kernel is idle: distlab's hook stops the job, as it stops a Run
+        nothing_left(token, 40)
+        assert "stopped" in k.run("print(job.wait(30).status)")
+    finally:
+        k.shutdown()

@@ -74,7 +74,7 @@ class ClusterResult:
 def _status(end_reason: str | None, nodes: list[dict]) -> str:
     if end_reason in ("timeout", "stopped"): return end_reason
     states = [n.get("status") for n in nodes]
-    if all(s == "ok" for s in states): return "ok"
+    if states and all(s == "ok" for s in states): return "ok"
     return "hung" if "hung" in states else "failed"
 
 # %% ../../nbs/11a_node_jobs.ipynb #d6070a47
@@ -151,28 +151,32 @@ def _request_end(self: ClusterRun, reason: str):
 
 ClusterRun._read, ClusterRun._warn, ClusterRun._watch, ClusterRun._request_end = _read, _warn, _watch, _request_end
 
-# %% ../../nbs/11a_node_jobs.ipynb #9f604575
+# %% ../../nbs/11a_node_jobs.ipynb #17bb76d3
 def _finish(self: ClusterRun):
     "Stop the agents still running (their runs stop and write results), gather each node's result, remove the cluster."
-    live = [p for p in self._procs if p.poll() is None]
-    for p in live: p.send_signal(signal.SIGTERM)
-    end = time.monotonic() + AGENT_STOP_S
-    for p in live:
-        try: p.wait(timeout=max(0.1, end - time.monotonic()))
-        except subprocess.TimeoutExpired: self._warn(f"agent {p.pid} did not stop within {AGENT_STOP_S:.0f} s: killed"); p.kill(); p.wait()
-    for t in self._readers: t.join(timeout=5)
-    nodes = [self._node_result(n) for n in self.cluster.nodes]
-    left = {}
-    if self.owns_cluster:
-        try: left = self.cluster.destroy()
-        except Exception as e: self._warn(f"removing the cluster failed: {e!r}"); left = {k: v for k, v in leftovers(self.cluster.token).items() if v}
-        if left: self._warn(f"left behind: {left}")
-    self.result = ClusterResult(status=_status(self._end_reason, nodes), token=self.cluster.token, cluster_dir=str(self.dir),
-                                duration_s=round(time.time() - self.started, 3), nodes=nodes, left=left, warnings=self.warnings)
-    (self.dir / "result.json").write_text(json.dumps(self.result.to_dict(), indent=1, default=str))
-    self._done.set()
-    from distlab.run.launch import _ACTIVE
-    _ACTIVE.discard(self)
+    nodes, left = [], {}
+    try:
+        live = [p for p in self._procs if p.poll() is None]
+        for p in live: p.send_signal(signal.SIGTERM)
+        end = time.monotonic() + AGENT_STOP_S
+        for p in live:
+            try: p.wait(timeout=max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired: self._warn(f"agent {p.pid} did not stop within {AGENT_STOP_S:.0f} s: killed"); p.kill(); p.wait()
+        for t in self._readers: t.join(timeout=5)
+        nodes = [self._node_result(n) for n in self.cluster.nodes]
+    except Exception as e: self._warn(f"collecting the nodes' results failed: {e!r}")
+    finally:  # whatever happened above, the cluster goes and waiters wake
+        if self.owns_cluster:
+            try: left = self.cluster.destroy()
+            except Exception as e: self._warn(f"removing the cluster failed: {e!r}"); left = {k: v for k, v in leftovers(self.cluster.token).items() if v}
+            if left: self._warn(f"left behind: {left}")
+        self.result = ClusterResult(status=_status(self._end_reason, nodes), token=self.cluster.token, cluster_dir=str(self.dir),
+                                    duration_s=round(time.time() - self.started, 3), nodes=nodes, left=left, warnings=self.warnings)
+        try: (self.dir / "result.json").write_text(json.dumps(self.result.to_dict(), indent=1, default=str))
+        except OSError as e: self._warn(f"writing result.json failed: {e!r}")
+        self._done.set()
+        from distlab.run.launch import _ACTIVE
+        _ACTIVE.discard(self)
 
 def _node_result(self: ClusterRun, n) -> dict:
     "Node `n`'s RunResult as its agent wrote it (else the run's own result.json, else nothing), with where it ran."
