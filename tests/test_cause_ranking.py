@@ -1,0 +1,86 @@
+"""Which cause a mismatch's fix names first, on user scripts of several shapes launched as `distlab launch` does
+(world 2, gloo): the rank test is found in any spelling and in any frame of the stack, and genuinely uneven batches
+still come first. The pure source analysis, many shapes without ranks, is in nbs/28_hang_rules.ipynb."""
+import json, os, subprocess
+from pathlib import Path
+import pytest
+from distlab.run.launch import launch
+from helpers import gone_within
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def line_of(script: str, mark: str) -> int:
+    for i, line in enumerate((SCRIPTS / script).read_text().splitlines(), 1):
+        if f"# MARK:{mark}" in line: return i
+    raise AssertionError(f"no MARK:{mark} in {script}")
+
+
+def diagnosis_of(tmp_path, script: str):
+    run = launch(str(SCRIPTS / script), nproc=2, backend="gloo", runs_root=tmp_path, env={"OMP_NUM_THREADS": "1"})
+    res = run.wait(150)
+    gone_within(run.run_id)
+    d = res.diagnosis
+    assert d is not None and d.kind == "mismatch", (res.status, d and d.text())
+    print(f"{script}: {d.headline}\n  fix: {d.fix}")  # what the engineer reads, for the report
+    return d
+
+
+@pytest.mark.slow
+def test_ddp_tutorial_barrier_on_rank_1_in_epoch_1(tmp_path):
+    "PyTorch's DDP tutorial with `if int(os.environ[\"RANK\"]) == 1 and epoch == 1: barrier()`, through the CLI: the branch first, with its line, in what `distlab launch` prints."
+    from test_cli import DISTLAB
+    script = "cause_ddp_tutorial.py"
+    p = subprocess.run(DISTLAB + ["launch", "--nproc", "2", str(SCRIPTS / script)], cwd=tmp_path,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=180)
+    out = p.stdout + p.stderr
+    print(out[out.find("Fix:"):out.find("Stack of")])  # what the engineer reads, for the report
+    assert p.returncode == 3, out  # stopped by distlab after a diagnosis
+    guard = f'{script}:{line_of(script, "barrier") - 1} `if int(os.environ["RANK"]) == 1 and epoch == 1:` branches on the rank'
+    assert guard in " ".join(out.split()), out  # the text wraps: compare with whitespace collapsed
+    fix = out.split("Fix:", 1)[1]
+    assert "The ranks are at different places in the code" in fix.split("\n", 2)[1] and "uneven" not in fix, fix
+    assert f"MISMATCH: rank 1 issued barrier" in out and f"{script}:{line_of(script, 'barrier')}" in out, out
+
+
+@pytest.mark.slow
+def test_get_rank_inside_a_longer_test_at_module_level(tmp_path):
+    "`if step == 3 and dist.get_rank() == 0:` around an all_reduce in a loop at module level."
+    script = "cause_get_rank_step.py"
+    d = diagnosis_of(tmp_path, script)
+    assert d.culprit_ranks == [0] and d.collective["culprit_site"] == f"{script}:{line_of(script, 'metric')}", d.text()
+    assert d.collective["causes"][0] == "rank-conditional", d.fix
+    assert f"{script}:{line_of(script, 'metric') - 2} `if step == 3 and dist.get_rank() == 0:` branches on the rank" in d.fix, d.fix
+    assert "uneven" not in d.fix and "branches on the rank" in d.text(), d.text()  # the text that the lab and `distlab launch` show
+
+
+@pytest.mark.slow
+def test_rank_test_two_calls_above_the_collective(tmp_path):
+    "sync_stats() all-reduces; log_metrics() calls it; train() calls that under `if args.rank == 0 and ...`."
+    script = "cause_helper_two_up.py"
+    d = diagnosis_of(tmp_path, script)
+    assert d.culprit_ranks == [0] and d.collective["culprit_site"] == f"{script}:{line_of(script, 'allreduce')}", d.text()
+    assert d.collective["causes"][0] == "rank-conditional", d.fix
+    assert "`if args.rank == 0 and step % args.log_every == 1:` branches on the rank" in d.fix, d.fix
+    assert "calls log_metrics()" in d.fix and "uneven" not in d.fix, d.fix
+
+
+@pytest.mark.slow
+def test_early_return_of_an_is_main_process_helper(tmp_path):
+    "`if not is_main_process(): return`, then a barrier that only rank 0 reaches."
+    script = "cause_main_process_helper.py"
+    d = diagnosis_of(tmp_path, script)
+    assert d.culprit_ranks == [0] and d.collective["culprit_site"] == f"{script}:{line_of(script, 'barrier')}", d.text()
+    assert d.collective["causes"][0] == "rank-conditional", d.fix
+    assert "`if not is_main_process():` leaves early on some ranks" in d.fix and "uneven" not in d.fix, d.fix
+
+
+@pytest.mark.slow
+def test_genuinely_uneven_batches_still_come_first(tmp_path):
+    "Unequal hand-made shards: rank 1 leaves its loop and all-reduces the epoch loss; an `if rank == 0:` print nearby misleads nobody."
+    script = "cause_uneven_user_loop.py"
+    d = diagnosis_of(tmp_path, script)
+    assert d.culprit_ranks == [1] and d.collective["culprit_site"] == f"{script}:{line_of(script, 'epoch_loss')}", d.text()
+    assert d.collective["causes"][0] == "uneven-batches", d.fix
+    assert d.fix.startswith("The ranks ran different numbers of steps (uneven batches)") and "drop_last" in d.fix, d.fix
+    assert f"comes after the loop of lines" in d.fix and "no rank test above either call" in d.fix, d.fix
