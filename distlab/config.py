@@ -4,13 +4,14 @@
 
 # %% ../nbs/00_config.ipynb #887ebc38
 from __future__ import annotations
-import os, signal, types, typing
+import ast, os, re, signal, types, typing
 from dataclasses import dataclass, field, asdict, fields
 from pathlib import Path
 
 # %% auto #0
 __all__ = ['NPROC_NAMES', 'BACKENDS', 'START_METHODS', 'NUMA_BINDINGS', 'STALL_POLICIES', 'MODEL_KINDS', 'PRECISIONS',
-           'OPTIMIZERS', 'COMM_HOOKS', 'PROFILE_MODES', 'ConfigError', 'cores_available', 'threads_per_rank',
+           'OPTIMIZERS', 'COMM_HOOKS', 'PROFILE_MODES', 'ConfigError', 'torch_build', 'parse_visible_devices',
+           'DriverGpus', 'driver_gpus', 'GpuCount', 'cuda_gpus', 'cores_available', 'threads_per_rank',
            'count_local_ranks', 'LaunchConfig', 'parse_trace_window', 'ModelConfig', 'DataConfig', 'TrainerConfig',
            'TrainConfig']
 
@@ -54,6 +55,146 @@ def _is_a(value, t) -> bool:
     if t is float: return isinstance(value, (int, float))
     return isinstance(value, typing.get_origin(t) or t)
 
+# %% ../nbs/00_config.ipynb #50706908
+def torch_build(torch_dir: str | Path | None = None, # torch's package folder; None: the installed torch's, found without importing it
+               ) -> dict:
+    "The installed torch's `version` and what it was built for (`cuda`, `hip`, `xpu`: a version string or None), read from `torch/version.py` without importing torch; {} without torch."
+    if torch_dir is None:
+        import importlib.util
+        spec = importlib.util.find_spec("torch")  # a top-level name: finds the package and runs none of it
+        if spec is None or not spec.submodule_search_locations: return {}
+        torch_dir = spec.submodule_search_locations[0]
+    try: text = (Path(torch_dir) / "version.py").read_text()
+    except OSError: return {}
+    out = {}
+    for m in re.finditer(r"^(__version__|cuda|hip|xpu)\s*(?::[^=]*)?=\s*(.+?)\s*$", text, re.M):
+        try: out[m[1].strip("_")] = ast.literal_eval(m[2])
+        except (ValueError, SyntaxError): out[m[1].strip("_")] = m[2]  # an expression torch computes: set, whatever its value
+    return out
+
+# %% ../nbs/00_config.ipynb #5a0396b4
+def parse_visible_devices(value: str | None, # the value of CUDA_VISIBLE_DEVICES; None when it is not set
+                         ) -> list[int] | list[str] | None:
+    "The GPUs `CUDA_VISIBLE_DEVICES` leaves visible, read as CUDA (and torch) read it: ordinals, or `GPU-`/`MIG-` UUID prefixes; None: unset, every GPU."
+    if value is None: return None
+    if value.startswith(("GPU-", "MIG-")):
+        prefix, out = value[:4], []
+        for elem in value.split(","):
+            if elem in out: return []  # a repeated id empties the set
+            if not elem.startswith(prefix): break  # anything else ends the list
+            out.append(elem)
+        return out
+    ordinals = []
+    for elem in value.split(","):
+        m = re.match(r"[+-]?\d+", elem.strip())  # like strtoul: `1gpu2` is 1
+        x = int(m[0]) if m else -1
+        if x in ordinals: return []  # a repeated ordinal empties the set
+        if x < 0: break  # a negative or non-number ends the list: `-1` hides every GPU
+        ordinals.append(x)
+    return ordinals
+
+# %% ../nbs/00_config.ipynb #8f6f6253
+_DRIVER_PATHS = ("/proc/driver/nvidia/gpus", "/dev")  # the NVIDIA driver's per-GPU entries, and where its device nodes are
+
+class DriverGpus(typing.NamedTuple):
+    "The GPUs the NVIDIA driver shows this process, and where that came from."
+    uuids: list[str | None]
+    "one per GPU, in the driver's order: its UUID (`GPU-...`) where known"
+    source: str
+    "`NVML`, the proc folder or the dev folder read; empty when there is no driver"
+    cuda_version: int | None = None
+    "the newest CUDA the driver runs (12040 is 12.4), from NVML; None when not known"
+
+def _nvml_gpus() -> DriverGpus | None:
+    "The GPUs as NVML lists them, or None where pynvml (the `gpu` extra) is missing or NVML does not start (no driver: `NVMLError_LibraryNotFound`)."
+    try:
+        import warnings
+        with warnings.catch_warnings():  # the old `pynvml` package warns that it is deprecated; nvidia-ml-py does not
+            warnings.simplefilter("ignore")
+            import pynvml as nv
+    except ImportError: return None
+    try: nv.nvmlInit()
+    except nv.NVMLError: return None  # NVMLError_LibraryNotFound (no libnvidia-ml), NVMLError_DriverNotLoaded, ...
+    try:
+        uuids = []
+        for i in range(nv.nvmlDeviceGetCount()):
+            try: u = nv.nvmlDeviceGetUUID(nv.nvmlDeviceGetHandleByIndex(i))
+            except nv.NVMLError: u = None
+            uuids.append(u.decode() if isinstance(u, bytes) else u)
+        try: cuda = nv.nvmlSystemGetCudaDriverVersion_v2()
+        except (nv.NVMLError, AttributeError): cuda = None
+        return DriverGpus(uuids, "NVML", cuda)
+    except nv.NVMLError: return None
+    finally:
+        try: nv.nvmlShutdown()
+        except nv.NVMLError: pass
+
+def _proc_uuid(gpu_dir: Path) -> str | None:
+    "The `GPU UUID:` line of a GPU's `information` file under /proc/driver/nvidia/gpus."
+    try: m = re.search(r"^GPU UUID:\s*(\S+)", (gpu_dir / "information").read_text(), re.M)
+    except OSError: return None
+    return m[1] if m else None
+
+def driver_gpus(proc_dir: str | Path = _DRIVER_PATHS[0], # the driver's per-GPU folders (one per PCI address)
+                dev_dir: str | Path = _DRIVER_PATHS[1], # where the driver's `nvidia<N>` device nodes are
+                nvml: bool = True, # ask NVML first when pynvml is installed
+               ) -> DriverGpus:
+    "The NVIDIA GPUs this process can reach: from NVML, else the driver's /proc entries, else its /dev nodes; none without a driver."
+    found = _nvml_gpus() if nvml else None
+    if found is not None: return found
+    try: dirs = sorted(p for p in Path(proc_dir).iterdir() if p.is_dir())
+    except OSError: dirs = []
+    if dirs: return DriverGpus([_proc_uuid(p) for p in dirs], str(proc_dir))
+    try: nodes = sorted(p.name for p in Path(dev_dir).iterdir() if re.fullmatch(r"nvidia\d+", p.name))
+    except OSError: nodes = []
+    return DriverGpus([None] * len(nodes), str(dev_dir) if nodes else "")
+
+# %% ../nbs/00_config.ipynb #83e596d0
+class GpuCount(typing.NamedTuple):
+    "How many CUDA GPUs torch would see in a process, and why."
+    n: int | None
+    "what `torch.cuda.device_count()` would say (0 where `torch.cuda.is_available()` is False); None where only torch can tell (a ROCm build)"
+    why: str
+    "where the number came from, or why it is 0, in words a person can act on"
+
+def _uuid_ordinals(candidates: list[str], uuids: list[str]) -> list[int]:
+    "The GPUs that UUID prefixes name, as torch matches them: an unknown or ambiguous prefix ends the list, a repeat empties it."
+    out = []
+    for c in candidates:
+        hits = [i for i, u in enumerate(uuids) if u.startswith(c)]
+        if len(hits) != 1: break
+        if hits[0] in out: return []
+        out.append(hits[0])
+    return out
+
+def cuda_gpus(env: typing.Mapping[str, str] | None = None, # the environment of the process that would count; None: this one's
+              *, build: dict | None = None, # `torch_build()`'s answer; None: the installed torch's
+              proc_dir: str | Path = _DRIVER_PATHS[0], dev_dir: str | Path = _DRIVER_PATHS[1], nvml: bool = True, # `driver_gpus`'
+             ) -> GpuCount:
+    "The CUDA GPUs torch would count in a process with `env`, found without importing torch."
+    env = os.environ if env is None else env
+    build = torch_build() if build is None else build
+    if not build: return GpuCount(0, "torch is not installed")
+    version = build.get("version", "?")
+    if build.get("hip"): return GpuCount(None, f"torch {version} is a ROCm build: only torch counts its GPUs")
+    if not build.get("cuda"): return GpuCount(0, f"torch {version} is built without CUDA; install a CUDA build of torch")
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    visible = parse_visible_devices(cvd)
+    if visible == []: return GpuCount(0, f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU")
+    drv = driver_gpus(proc_dir, dev_dir, nvml)
+    if not drv.uuids: return GpuCount(0, f"no NVIDIA GPU driver answers here (no NVML, no {proc_dir}/*, no {dev_dir}/nvidia0)")
+    need, runs = int(str(build["cuda"]).split(".")[0]), (drv.cuda_version or 0) // 1000
+    if drv.cuda_version and runs < need:
+        return GpuCount(0, f"the driver runs CUDA up to {runs}.{drv.cuda_version % 1000 // 10}, torch {version} needs CUDA {build['cuda']}: "
+                           "update the driver, or install a torch built for an older CUDA")
+    raw = len(drv.uuids)
+    if visible is None: n = raw
+    elif isinstance(visible[0], int): n = next((i for i, v in enumerate(visible) if v >= raw), len(visible))  # the list ends at a GPU that is not there
+    elif visible[0].startswith("MIG-"): n = 1  # CUDA enumerates one MIG instance per process
+    elif all(drv.uuids): n = len(_uuid_ordinals(visible, drv.uuids))
+    else: n = min(len(visible), raw)  # UUIDs the driver's files do not show: as many as named, at most every GPU
+    return GpuCount(n, f"{n} of the {raw} GPU(s) {drv.source} shows" + (f" are visible with CUDA_VISIBLE_DEVICES={cvd!r}" if cvd is not None else ""))
+
 # %% ../nbs/00_config.ipynb #3b7de1d9
 NPROC_NAMES = ("auto", "cpu", "gpu", "xpu")
 
@@ -65,12 +206,27 @@ def threads_per_rank(local_ranks: int, cores: int | None = None) -> int:
     "Intra-op threads that keep `local_ranks` ranks of a node within its cores: cores // ranks, at least 1."
     return max(1, (cores or cores_available()) // max(local_ranks, 1))
 
-def count_local_ranks(nproc: int | str) -> int:
-    "Ranks per node for torchrun's `--nproc-per-node` value (a number, `cpu`, `gpu`, `xpu` or `auto`), counted as torchrun counts them."
+def _other_accelerator(build: dict) -> bool:
+    "True where torch may find an accelerator other than CUDA: an XPU or ROCm build, or a device extension torch loads at import."
+    if build.get("xpu") or build.get("hip"): return True
+    import importlib.metadata
+    return bool(importlib.metadata.entry_points(group="torch.backends"))  # out-of-tree devices (privateuse1) register here
+
+def count_local_ranks(nproc: int | str,
+                      env: typing.Mapping[str, str] | None = None, # the environment the ranks get; None: this process's
+                     ) -> int:
+    "Ranks per node for torchrun's `--nproc-per-node` value (a number, `cpu`, `gpu`, `xpu` or `auto`), counted as torchrun counts them; CUDA GPUs without importing torch."
     if isinstance(nproc, int): return nproc
     if nproc == "cpu": return cores_available()
     if nproc not in NPROC_NAMES: raise ValueError(f"use a whole number of ranks or one of {', '.join(NPROC_NAMES)}")
-    import torch  # only the accelerators need it (1-2 s)
+    build = torch_build()
+    if nproc in ("gpu", "auto"):
+        gpus = cuda_gpus(env, build=build)
+        if gpus.n: return gpus.n
+        if gpus.n == 0 and nproc == "gpu":
+            raise ValueError(f"this machine has no CUDA GPU torch can use ({gpus.why}): give a number of ranks, or 'cpu'")
+        if gpus.n == 0 and not _other_accelerator(build): return cores_available()  # auto: one rank per CPU without an accelerator
+    import torch  # only torch counts a ROCm build's GPUs, an XPU or a device extension's (1-3 s)
     if nproc in ("gpu", "xpu"):
         dev = torch.cuda if nproc == "gpu" else getattr(torch, "xpu", None)
         if dev is None or not dev.is_available():
@@ -78,7 +234,7 @@ def count_local_ranks(nproc: int | str) -> int:
         return dev.device_count()
     acc = getattr(torch, "accelerator", None)  # auto: one rank per accelerator, else one per CPU
     if acc is not None and acc.is_available(): return acc.device_count()
-    return count_local_ranks("cpu")
+    return cores_available()
 
 # %% ../nbs/00_config.ipynb #a0336c20
 BACKENDS = ("auto", "gloo", "nccl")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..config import LaunchConfig, ConfigError
+from ..config import LaunchConfig, ConfigError, GpuCount, cuda_gpus
 from ..contract import (TRACE_ENV, RUN_DIR_ENV, RUN_ID_ENV, BACKEND_ENV, RUNS_ROOT_ENV, RESULT_JSON, RUN_JSON, SCHEMA_VERSION,
                               make_run_dir, log_path)
 from ..rank.events import event_ranks, read_events
@@ -41,23 +41,30 @@ def gpu_driver_present() -> bool:
     "True when an NVIDIA or AMD GPU driver is visible here (device nodes or the driver's proc entries)."
     return any(os.path.exists(p) for p in ("/dev/nvidia0", "/dev/nvidiactl", "/proc/driver/nvidia/gpus", "/dev/kfd"))
 
-def resolve_backend(backend: str, nproc: int) -> str:
-    "`gloo` or `nccl` for `backend`; `auto` picks nccl only when each local rank can have its own GPU."
+def resolve_backend(backend: str, nproc: int,
+                    env: dict | None = None, # the environment the ranks get (their CUDA_VISIBLE_DEVICES); None: this process's
+                   ) -> str:
+    "`gloo` or `nccl` for `backend`; `auto` picks nccl only when each local rank can have its own GPU. Counts GPUs as torch would, without importing it."
     if backend == "gloo": return "gloo"
-    if not gpu_driver_present():  # no GPU driver at all: say so without importing torch (~1-2 s in the launcher)
+    if not gpu_driver_present():
         if backend == "auto": return "gloo"
         raise ConfigError("LaunchConfig", ["backend='nccl': this machine has no GPU driver (no /dev/nvidia0, "
                                            "/dev/kfd or /proc/driver/nvidia/gpus); use backend='gloo' or 'auto'"])
-    import torch  # only nccl and auto need to look at the GPUs
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if backend == "auto": return "nccl" if gpus >= nproc and torch.distributed.is_nccl_available() else "gloo"
-    if gpus == 0 or not torch.distributed.is_nccl_available():
-        raise ConfigError("LaunchConfig", [f"backend='nccl': this machine has no CUDA GPU with NCCL "
-                                           f"(torch.cuda.is_available() is {torch.cuda.is_available()}); use backend='gloo' or 'auto'"])
-    if gpus < nproc:
-        raise ConfigError("LaunchConfig", [f"backend='nccl' with nproc={nproc}: only {gpus} GPU(s) here; "
-                                           f"NCCL needs one GPU per rank, so use nproc<={gpus} or backend='gloo'"])
+    gpus = cuda_gpus({**os.environ, **{k: str(v) for k, v in (env or {}).items()}})  # NVML or the driver's files: no torch in the launcher (1-3 s on a GPU host)
+    if gpus.n is None: gpus = _torch_cuda_gpus()  # a ROCm build: only torch counts its GPUs (RCCL answers to `nccl`)
+    if backend == "auto": return "nccl" if gpus.n >= nproc else "gloo"
+    if gpus.n == 0:
+        raise ConfigError("LaunchConfig", [f"backend='nccl': no CUDA GPU that torch can use here ({gpus.why}); use backend='gloo' or 'auto'"])
+    if gpus.n < nproc:
+        raise ConfigError("LaunchConfig", [f"backend='nccl' with nproc={nproc}: only {gpus.n} GPU(s) here ({gpus.why}); "
+                                           f"NCCL needs one GPU per rank, so use nproc<={gpus.n} or backend='gloo'"])
     return "nccl"
+
+def _torch_cuda_gpus() -> GpuCount:
+    "torch's own count, for the builds `cuda_gpus` cannot read (ROCm)."
+    import torch
+    n = torch.cuda.device_count() if torch.cuda.is_available() and torch.distributed.is_nccl_available() else 0
+    return GpuCount(n, f"torch {torch.__version__} counts {n}")
 
 # %% ../../nbs/10_launch.ipynb #3334becd
 TORCHRUN_LOGS = "torchrun"  # in the run directory: torchrun's --log-dir unless the user gave one
@@ -539,7 +546,7 @@ def launch(target: str | Path, args: Sequence = (), *, module: bool = False, npr
     if cfg.master_port is not None and _binds_master_port(cfg) and port_in_use(cfg.master_port):
         raise ConfigError("LaunchConfig", [f"master_port={cfg.master_port}: the port is already in use on this machine; "
                                            "leave master_port unset to let torchrun pick a free one, or pick another"])
-    resolved = resolve_backend(cfg.backend, cfg.nproc)
+    resolved = resolve_backend(cfg.backend, cfg.nproc, env)
     run_id, run_dir = new_run_dir(runs_root, name or Path(str(target)).stem)
     argv = torchrun_argv(cfg, str(target), args, module=module, log_dir=run_dir / TORCHRUN_LOGS)
     if cfg.run_path and cfg.watch: (run_dir / SHIM_ENTRY).write_text(SHIM_ENTRY_SOURCE)
