@@ -121,3 +121,26 @@ def test_gpu_checks_read_every_aspect_through_nvml():
     import torch
     mem = next(c for c in checks if c.name == "gpu:memory").evidence
     assert torch.cuda.get_device_name(0) in mem, mem
+
+
+IMAGE_ENV = {"NCCL_VERSION": "2.28.3-1", "CUDA_VERSION": "13.0.1", "CUDNN_VERSION": "9.13.0.50",
+             "NV_LIBNCCL_DEV_PACKAGE": "libnccl-dev=2.28.3-1+cuda13.0", "NV_LIBNCCL_PACKAGE_VERSION": "2.28.3-1",
+             "NV_CUDA_LIB_VERSION": "13.0.1-1", "NVARCH": "x86_64", "NVIDIA_REQUIRE_CUDA": "cuda>=13.0 brand=tesla,driver>=535",
+             "NVIDIA_DRIVER_CAPABILITIES": "compute,utility", "NVIDIA_VISIBLE_DEVICES": "all", "PYTORCH_VERSION": "2.11.0",
+             "PYTORCH_BUILD_VERSION": "2.11.0", "TORCH_CUDA_ARCH_LIST": "9.0", "CUDA_HOME": "/usr/local/cuda",
+             "LIBRARY_PATH": "/usr/local/cuda/lib64/stubs"}
+
+
+def test_a_container_images_own_variables_are_facts_while_real_settings_beside_them_still_warn():
+    "An NVIDIA / PyTorch image's variables (issue 26: `NCCL_VERSION` was 'does nothing, unset it'): ok; real mistakes still warn."
+    image = [a for k, v in IMAGE_ENV.items() for a in ("--env", f"{k}={v}")]
+    out = distlab_doctor("--json", "--no-gpu", *image)
+    rep = json.loads(out.stdout)
+    assert out.returncode == 0 and rep["counts"]["warn"] == 0 and rep["counts"]["fail"] == 0, rep["checks"]
+    facts = next(c for c in rep["checks"] if c["name"] == "env:image")
+    assert facts["status"] == "ok" and "NCCL_VERSION=2.28.3-1" in facts["evidence"], facts
+    assert not any(k in c["name"] for c in rep["checks"] for k in IMAGE_ENV), rep["checks"]  # no line of their own
+    out = distlab_doctor("--json", "--no-gpu", *image, "--env", "NCCL_P2P_DISABLE=1", "--env", "NCCL_P2P_LEVEL=NVL",
+                         "--env", "NCCL_ASYNC_ERROR_HANDLING=1", "--env", "NCCL_VERSON=2.28")
+    warned = {c["name"] for c in json.loads(out.stdout)["checks"] if c["status"] == "warn"}
+    assert warned == {"env:NCCL_P2P_DISABLE", "env:NCCL_P2P_LEVEL", "env:NCCL_ASYNC_ERROR_HANDLING", "env:NCCL_VERSON"}, warned

@@ -12,9 +12,10 @@ from ..rank.node_facts import software_versions, NODE_ENV_PREFIXES
 
 # %% auto #0
 __all__ = ['NCCL_VARIABLES', 'GLOO_VARIABLES', 'TORCH_DIST_VARIABLES', 'KNOWN_VARIABLES', 'CHECKED_PREFIXES', 'FOLKLORE',
-           'RESOLVE_TIMEOUT_S', 'SHM_MARGIN', 'interfaces', 'ifname_check', 'value_checks', 'environment_checks',
-           'resolve', 'port_holder', 'port_free', 'rendezvous_checks', 'shm_needed_bytes', 'shm_check',
-           'open_files_check', 'threads_check', 'version_checks']
+           'IMAGE_NAMES', 'IMAGE_PREFIXES', 'IMAGE_SHOWN', 'RESOLVE_TIMEOUT_S', 'SHM_MARGIN', 'interfaces',
+           'ifname_check', 'value_checks', 'image_variable', 'image_check', 'environment_checks', 'resolve',
+           'port_holder', 'port_free', 'rendezvous_checks', 'shm_needed_bytes', 'shm_check', 'open_files_check',
+           'threads_check', 'version_checks']
 
 # %% ../../nbs/80a_env_checks.ipynb #43562839
 NCCL_VARIABLES = set("""SOCKET_IFNAME SOCKET_FAMILY SOCKET_RETRY_CNT SOCKET_RETRY_SLEEP_MSEC SOCKET_NTHREADS NSOCKS_PERTHREAD
@@ -162,10 +163,33 @@ def value_checks(env: dict) -> list[Check]:
                          "unset it; if IB fails, fix the fabric (ibstat) rather than lose its bandwidth" if hcas else OK_FIX))
     return out
 
+# %% ../../nbs/80a_env_checks.ipynb #e2d826e0
+IMAGE_NAMES = frozenset("""NCCL_VERSION CUDA_VERSION CUDNN_VERSION CUDA_HOME CUDA_PATH CUDA_DRIVER_VERSION CUBLAS_VERSION
+CUFFT_VERSION CURAND_VERSION CUSOLVER_VERSION CUSPARSE_VERSION CUTENSOR_VERSION NPP_VERSION NVJPEG_VERSION NVARCH
+NSIGHT_SYSTEMS_VERSION NSIGHT_COMPUTE_VERSION TRT_VERSION TENSORRT_VERSION DALI_VERSION DALI_BUILD OPENMPI_VERSION
+PYTORCH_VERSION PYTORCH_HOME TORCH_CUDA_ARCH_LIST TORCH_NVCC_FLAGS LIBRARY_PATH""".split())
+IMAGE_PREFIXES = ("NV_", "NVIDIA_", "PYTORCH_BUILD_")  # NV_CUDA_*, NV_LIBNCCL_*, NVIDIA_REQUIRE_CUDA, NVIDIA_PYTORCH_VERSION, ...
+IMAGE_SHOWN = ("NCCL_VERSION", "CUDA_VERSION", "CUDNN_VERSION", "PYTORCH_VERSION", "NVIDIA_PYTORCH_VERSION", "PYTORCH_BUILD_VERSION")
+
+def image_variable(name: str) -> bool:
+    "True for a variable a CUDA / NGC / PyTorch container image sets to describe itself or its tools (a fact, not a setting)."
+    return name in IMAGE_NAMES or name.startswith(IMAGE_PREFIXES)
+
+def image_check(env: dict) -> Check | None:
+    "One `ok` line naming the image's own variables (the versions first), or None when there are none."
+    found = sorted(k for k in env if image_variable(k))
+    if not found: return None
+    key = [k for k in IMAGE_SHOWN if k in env]
+    rest = len(found) - len(key)
+    return Check("env:image", "ok", "container image facts: " + ", ".join(f"{k}={env[k]}" for k in key) +
+                 (f"{', ' if key else ''}{rest} more ({', '.join(k for k in found if k not in key)[:120]})" if rest else "") +
+                 ": they describe the image (or tell its build tools and the container runtime where things are); NCCL, gloo "
+                 "and torch.distributed read none of them in a job", OK_FIX)
+
 # %% ../../nbs/80a_env_checks.ipynb #2a2e8c25
 def environment_checks(env: dict) -> list[Check]:
-    "Unknown names (with a did-you-mean), the guides' folklore, values against the machine and each other."
-    names = sorted(k for k in env if k.startswith(CHECKED_PREFIXES) or k in FOLKLORE)
+    "Unknown names (with a did-you-mean), the guides' folklore, values against the machine and each other; the image's own facts as such."
+    names = sorted(k for k in env if (k.startswith(CHECKED_PREFIXES) or k in FOLKLORE) and not image_variable(k))
     out = []
     for k in names:
         if k in FOLKLORE:
@@ -182,7 +206,8 @@ def environment_checks(env: dict) -> list[Check]:
         shown = [k for k in names][:8]
         out.append(Check("env", "ok", f"{len(names)} distributed variables set" + (f" ({', '.join(shown)})" if shown else "") +
                          ", all known, none contradicted", OK_FIX))
-    return out
+    image = image_check(env)
+    return out + ([image] if image else [])
 
 # %% ../../nbs/80a_env_checks.ipynb #e1938c0d
 RESOLVE_TIMEOUT_S = 2.0
