@@ -13,10 +13,10 @@ from .config import LaunchConfig, ConfigError, STALL_POLICIES
 
 # %% auto #0
 __all__ = ['TORCHRUN_FIELDS', 'CONSOLE_OPTIONS', 'REFUSED_OPTIONS', 'DEFAULT_EXPORT_PORT', 'EXIT_STOPPED_BY_DISTLAB',
-           'EXIT_TIMEOUT', 'EXIT_INTERRUPTED', 'COMMANDS', 'add_torchrun_options', 'build_parser', 'cmd_export',
-           'cmd_list', 'cmd_run', 'std_spec', 'console_filter', 'LaunchRequest', 'launch_request', 'target_problems',
-           'launch_exit_code', 'cmd_launch', 'tour', 'tour_table', 'cmd_tour', 'cmd_bench', 'cmd_doctor', 'cmd_cluster',
-           'cmd_lab', 'main']
+           'EXIT_TIMEOUT', 'EXIT_INTERRUPTED', 'COMMANDS', 'add_torchrun_options', 'cmd_show', 'cmd_try',
+           'build_parser', 'cmd_export', 'cmd_list', 'cmd_run', 'std_spec', 'console_filter', 'LaunchRequest',
+           'launch_request', 'target_problems', 'launch_exit_code', 'cmd_launch', 'tour', 'tour_table', 'cmd_tour',
+           'cmd_bench', 'cmd_doctor', 'cmd_cluster', 'cmd_lab', 'main']
 
 # %% ../nbs/70_cli.ipynb #8b5229c0
 class _Env(argparse.Action):
@@ -92,6 +92,36 @@ def add_torchrun_options(p: argparse.ArgumentParser):
     opt("--shutdown-timeout", "--shutdown_timeout", metavar="SECONDS", type=int, help="seconds workers get to stop before SIGKILL (default 30)")
     flag("--virtual-local-rank", "--virtual_local_rank", help="LOCAL_RANK=0 in every worker, each seeing only its own GPU")
 
+# %% ../nbs/70_cli.ipynb #3667315c
+def _lesson_parsers(sub):
+    "`distlab show` and `distlab try`: a lesson's script on screen, and a learner's fix of it graded on real ranks."
+    p = sub.add_parser("show", help="print a lesson's script: the broken one with its faulty lines marked (>>), a fix as a diff")
+    p.add_argument("scenario"); p.add_argument("--variant", default="broken", help="broken (default), fixed, or another variant")
+    p.add_argument("--whole", action="store_true", help="a fix in full instead of as a diff")
+    p.add_argument("--plain", action="store_true", help="the file exactly as the ranks run it: no header, no line numbers (to save and edit)")
+    p = sub.add_parser("try", help="run your fix of a lesson's script on real ranks under the watch, and grade it",
+                       description="Runs SCRIPT (your edited copy of `distlab show SCENARIO --plain`) as the scenario's fixed variant "
+                       "would run, and grades the outcome: exit 0 when it is fixed, 1 when not (with the reason).")
+    p.add_argument("scenario"); p.add_argument("script", nargs="?", default=None, help="your edited script")
+    p.add_argument("--hint", type=int, default=None, metavar="N", help="print hint N (from 1) instead of running anything")
+    _common(p)
+
+def cmd_show(a) -> int:
+    "Print a lesson's script (or a fix as a diff against the broken one)."
+    from distlab.scenarios.lesson import show, script_source
+    print(script_source(a.scenario, a.variant) if a.plain else show(a.scenario, a.variant, diff=False if a.whole else None), end="")
+    return 0
+
+def cmd_try(a) -> int:
+    "Grade a learner's script for a lesson on real ranks: 0 when fixed, 1 when not, 2 when it cannot run."
+    from distlab.scenarios.lesson import try_fix, hint
+    if a.hint is not None: print(hint(a.scenario, a.hint)); return 0
+    if a.script is None: raise ValueError(f"give the script to try: distlab try {a.scenario} my_fix.py (start from: distlab show {a.scenario} --plain > my_fix.py)")
+    try: v = try_fix(a.scenario, Path(a.script), nproc=a.nproc or 2, backend=a.backend, runs_root=a.runs_root, timeout_s=a.timeout)
+    except SyntaxError as e: raise ValueError(f"{a.script} does not compile: {e}; fix that first") from None
+    print(json.dumps(v.to_dict(), default=str) if a.json else v.text())
+    return 0 if v.passed else 1
+
 # %% ../nbs/70_cli.ipynb #263ed933
 def _common(p: argparse.ArgumentParser, launch: bool = False):
     if not launch: p.add_argument("--nproc", type=int, default=None, help="ranks to start (default: the scenario's, or 2)")
@@ -164,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("lab_args", nargs=argparse.REMAINDER, help="DIR [--no-start] [--overwrite] (see distlab lab --help)")
     _export_parser(sub)
     _cluster_parser(sub)
+    _lesson_parsers(sub)
     return ap
 
 # %% ../nbs/70_cli.ipynb #d52f30c5
@@ -519,7 +550,7 @@ def cmd_lab(a) -> int:
     return lab_main(a.lab_args[1:] if a.lab_args[:1] == ["--"] else a.lab_args)
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "launch": cmd_launch, "tour": cmd_tour, "bench": cmd_bench, "lab": cmd_lab,
-            "doctor": cmd_doctor, "export": cmd_export, "cluster": cmd_cluster}
+            "doctor": cmd_doctor, "export": cmd_export, "cluster": cmd_cluster, "show": cmd_show, "try": cmd_try}
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `distlab` command."
