@@ -4,266 +4,21 @@
 
 # %% ../../nbs/28_hang_rules.ipynb #b9f82458
 from __future__ import annotations
-import ast, io, os, re, tokenize
+import os
 from dataclasses import dataclass, field
 from ..contract import is_machinery
 from .analysis import (RankTrack, UNEVEN_OPS, rank_summary, find_mismatch, find_stall, _c, _short,
                                     _ranks, _coll_info, rank_steps)
-from .diagnosis import Diagnosis, COLLECTIVE_RULE, _main_thread_stack
+from .diagnosis import Diagnosis, COLLECTIVE_RULE
+from .rank_code import source_info, guard_on_stack, user_frames, _outer_frames, _loop_left
 from .rules import Context, Evidence, Enrichment, register_rule, enrich, evidence, ENRICHERS, PENDING
 
 # %% auto #0
-__all__ = ['STACK_WAIT_S', 'UNEVEN_FIX', 'BRANCH_FIX', 'INIT_RULE', 'STEP_SETTLE_S', 'EXIT_CODE_WAIT_S', 'rankish_name',
-           'rank_spelling', 'SourceInfo', 'source_info', 'RankGuard', 'rank_guard', 'guard_on_stack', 'user_frames',
-           'call_frames', 'Cause', 'step_counts', 'rank_causes', 'cause_text', 'comm_error', 'init_failed', 'mismatch',
-           'rank_died', 'stall', 'never_joined']
+__all__ = ['STACK_WAIT_S', 'UNEVEN_FIX', 'BRANCH_FIX', 'INIT_RULE', 'STEP_SETTLE_S', 'EXIT_CODE_WAIT_S', 'call_frames', 'Cause',
+           'step_counts', 'rank_causes', 'cause_text', 'comm_error', 'init_failed', 'mismatch', 'rank_died', 'stall',
+           'never_joined']
 
-# %% ../../nbs/28_hang_rules.ipynb #c049400b
-_RANK_ENV = {"RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "ROLE_RANK", "SLURM_PROCID", "SLURM_LOCALID", "PMI_RANK",
-             "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_RANK", "PMIX_RANK"}
-_LEAD = re.compile(r"^(is_)?(local_|global_|node_)?(master|chief|leader|main_process|main_proc|main_worker|main_node|"
-                   r"primary_process|primary_worker|rank_zero|global_zero|local_zero|master_ordinal|zero_rank|main|primary|"
-                   r"process_index|world_process_zero|process_zero)"
-                   r"(_process|_proc|_rank|_worker|_node|_ordinal|_zero)?$")
-_LEAD_BARE = {"main", "primary", "local_main", "global_main"}  # too common alone: only with `is_` or a suffix
-_CASTS = {"int", "str", "bool", "float", "get", "getenv", "environ", "pop", "setdefault"}
-
-def _tokens(name: str) -> list[str]:
-    "`getRank`, `LOCAL_RANK`, `rank0`: the lower-case words of an identifier."
-    return [w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name)]
-
-def rankish_name(name: str) -> bool:
-    "An identifier that names a rank or a test for the lead rank, in the spellings seen in real scripts."
-    low = name.lower().strip("_")
-    if any(w.endswith("rank") for w in _tokens(name)): return True  # rank, local_rank, get_rank, myRank, is_rank_zero
-    m = _LEAD.match(low)
-    return bool(m) and not (low in _LEAD_BARE or (m.group(3) in ("main", "primary") and not (m.group(1) or m.group(4))))
-
-def _name_of(node) -> str | None:
-    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else \
-        node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
-
-def _minus_one_or_none(n) -> bool:
-    return (isinstance(n, ast.Constant) and n.value is None) or (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub)
-            and isinstance(n.operand, ast.Constant) and n.operand.value == 1)
-
-def _launched_test(c: ast.Compare, aliases) -> bool:
-    "`rank != -1`, `local_rank is None`, `\"RANK\" in os.environ`: the same answer on every rank (is this a distributed run?)."
-    if any(isinstance(o, (ast.In, ast.NotIn)) for o in c.ops) and isinstance(c.left, ast.Constant) and c.left.value in _RANK_ENV: return True
-    ops = [c.left, *c.comparators]
-    return any(_minus_one_or_none(o) for o in ops) and all(_minus_one_or_none(o) or _rank_value(o, aliases) for o in ops)
-
-def rank_spelling(expr, aliases: frozenset = frozenset()) -> str | None:
-    "The first piece of `expr` (an AST expression) that reads the rank: a name, an attribute, a call, an env var string; else None."
-    if isinstance(expr, ast.Compare) and _launched_test(expr, aliases): return None
-    name = _name_of(expr)
-    if name is not None and (rankish_name(name) or name in aliases): return ast.unparse(expr)
-    if isinstance(expr, ast.Constant) and isinstance(expr.value, str) and expr.value in _RANK_ENV: return repr(expr.value)
-    return next((s for c in ast.iter_child_nodes(expr) if (s := rank_spelling(c, aliases))), None)
-
-def _rank_value(expr, aliases) -> bool:
-    "`expr` is the rank itself or a test of it (so a name assigned from it stands for the rank too)."
-    if isinstance(expr, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.IfExp)): return rank_spelling(expr, aliases) is not None
-    if isinstance(expr, (ast.Name, ast.Attribute)): return (_name_of(expr) in aliases) or rankish_name(_name_of(expr))
-    if isinstance(expr, ast.Subscript): return _rank_value(expr.slice, aliases) or _rank_value(expr.value, aliases)
-    if isinstance(expr, ast.Constant): return isinstance(expr.value, str) and expr.value in _RANK_ENV
-    if isinstance(expr, ast.Call):  # get_rank(), int(os.environ["RANK"]), os.environ.get("LOCAL_RANK", 0)
-        f = _name_of(expr.func)
-        if f is not None and (rankish_name(f) or f in aliases): return True
-        return f in _CASTS and any(_rank_value(a, aliases) for a in expr.args)
-    return False
-
-def _span(node) -> tuple[int, int] | None:
-    "First and last line of a node (a `case` block has none of its own: its pattern's to its body's end)."
-    if isinstance(node, ast.match_case): return node.pattern.lineno, node.body[-1].end_lineno
-    return (node.lineno, node.end_lineno or node.lineno) if getattr(node, "lineno", None) is not None else None
-
-class SourceInfo:
-    "One source file's AST, parents, and the names that stand for the rank there (assigned from it, or functions testing it)."
-    def __init__(self, path: str, text: str):
-        self.path, self.text, self.lines = path, text, text.splitlines()
-        self.tree = ast.parse(text, path)
-        self.parent = {c: p for p in ast.walk(self.tree) for c in ast.iter_child_nodes(p)}
-        self.aliases = self._aliases()
-
-    def _aliases(self) -> frozenset:
-        al: set[str] = set()
-        assigns = [n for n in ast.walk(self.tree) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None]
-        funcs = [n for n in ast.walk(self.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        for _ in range(4):  # a few rounds: `r = get_rank()`, then `is_logger = r == 0`, then `def should_log(): return is_logger`
-            before = len(al)
-            for a in assigns:
-                for tgt in (a.targets if isinstance(a, ast.Assign) else [a.target]):
-                    pairs = zip(tgt.elts, a.value.elts) if isinstance(tgt, ast.Tuple) and isinstance(a.value, ast.Tuple) \
-                        and len(tgt.elts) == len(a.value.elts) else [(tgt, a.value)]
-                    for t, v in pairs:
-                        if _name_of(t) and _rank_value(v, al): al.add(_name_of(t))
-            for f in funcs:
-                rets = [r.value for r in ast.walk(f) if isinstance(r, ast.Return) and r.value is not None]
-                if rets and any(_rank_value(v, al) for v in rets): al.add(f.name)
-            if len(al) == before: break
-        return frozenset(al)
-
-    def test_code(self, node) -> str:
-        "`if <test>:` (`elif`, `while`, `match`) as the file spells it, on one line, without the body or a comment."
-        test = node.subject if isinstance(node, ast.Match) else node.test
-        kw = {ast.While: "while", ast.Match: "match"}.get(type(node)) or ("elif" if self.line(node.lineno).startswith("elif") else "if")
-        return f"{kw} {self.code_of(test)}:"
-
-    def code_of(self, node) -> str:
-        "The source of `node` as the file spells it, on one line, without comments."
-        seg = ast.get_source_segment(self.text, node)
-        if seg is None: return ast.unparse(node)
-        lines = seg.splitlines()
-        try:
-            for t in tokenize.generate_tokens(io.StringIO(seg).readline):
-                if t.type == tokenize.COMMENT: lines[t.start[0] - 1] = lines[t.start[0] - 1][:t.start[1]]
-        except (tokenize.TokenError, IndentationError, IndexError): pass
-        return " ".join(" ".join(lines).split())
-
-    def line(self, n: int) -> str:
-        return self.lines[n - 1].strip() if 0 < n <= len(self.lines) else ""
-
-    def path_to(self, line: int) -> list:
-        "The chain of nodes from the module down to the innermost one on `line` (the last child on it at each level)."
-        out, node = [self.tree], self.tree
-        while True:
-            kids = [c for c in ast.iter_child_nodes(node) if (s := _span(c)) and s[0] <= line <= s[1]]
-            if not kids: return out
-            stmts = [c for c in kids if isinstance(c, ast.stmt)]
-            node = (stmts or kids)[-1]
-            out.append(node)
-
-    def function_at(self, line: int):
-        "The innermost function (def or lambda) around `line`, or None at module level."
-        return next((n for n in reversed(self.path_to(line)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))), None)
-
-_SOURCES: dict[str, tuple] = {}
-
-def source_info(path: str | None) -> SourceInfo | None:
-    "The parsed source of `path` (cached while the file is unchanged); None when it cannot be read or parsed."
-    if not path: return None
-    try:
-        st = os.stat(path)
-        key = (st.st_mtime_ns, st.st_size)
-        hit = _SOURCES.get(path)
-        if hit and hit[0] == key: return hit[1]
-        with open(path, encoding="utf-8", errors="replace") as f: info = SourceInfo(path, f.read())
-    except (OSError, SyntaxError, ValueError, RecursionError): return None
-    _SOURCES[path] = (key, info)
-    return info
-
-# %% ../../nbs/28_hang_rules.ipynb #57c95684
-@dataclass
-class RankGuard:
-    "A rank test that decides whether a line runs: where it is, its source, and how it guards the line."
-    file: str         # the source file
-    line: int         # the line of the test
-    code: str         # its source line, e.g. `if dist.get_rank() == 0:`
-    spelling: str     # the part that reads the rank, e.g. `dist.get_rank()`
-    how: str          # `branch` (if/elif/else, while, match), `ternary`, `short-circuit`, `early-exit`
-    target: int = 0   # the guarded line
-    via: str = ""     # how the guarded line leads to the collective (`calls reduce_metrics()`), "" when it is the call
-
-    def describe(self) -> str:
-        where = f"{os.path.basename(self.file)}:{self.line}"
-        what = {"early-exit": f"leaves early on some ranks before line {self.target}",
-                "short-circuit": f"skips the call on line {self.target} on some ranks ({self.spelling} first)",
-                "ternary": f"picks the call on line {self.target} by the rank",
-                "decorator": "runs its function on some ranks only"}.get(self.how, "branches on the rank")
-        return f"{where} `{self.code}` {what}" + (f", and line {self.target} {self.via}" if self.via else "")
-
-def _exits(stmts: list) -> bool:
-    "A block that leaves its function or loop (return, raise, continue, break, sys.exit) at its own level."
-    for s in stmts:
-        if isinstance(s, (ast.Return, ast.Raise, ast.Continue, ast.Break)): return True
-        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and _name_of(s.value.func) in ("exit", "_exit", "quit"): return True
-        if isinstance(s, ast.If) and (_exits(s.body) or _exits(s.orelse)): return True
-        if isinstance(s, (ast.With, ast.AsyncWith, ast.Try)) and _exits(s.body): return True
-    return False
-
-def rank_guard(info: SourceInfo | None, line: int) -> RankGuard | None:
-    "The innermost rank test that decides whether `line` runs, within its own function; None when there is none."
-    if info is None: return None
-    path = info.path_to(line)
-    if len(path) < 2: return None
-    al = info.aliases
-    def guard(node, test, how):
-        sp = rank_spelling(test, al)
-        if sp is None: return None
-        first = info.test_code(node) if isinstance(node, (ast.If, ast.While, ast.Match)) else info.code_of(node)
-        return RankGuard(info.path, node.lineno, _short(first, 120), sp, how, line)
-    for child, node in zip(reversed(path[1:]), reversed(path[:-1])):
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):  # `@rank_zero_only`: the whole function runs on some ranks
-            return next((RankGuard(info.path, d.lineno, "@" + info.code_of(d), sp, "decorator", line)
-                         for d in child.decorator_list if (sp := rank_spelling(d, al))), None)
-        if isinstance(child, (ast.Lambda, ast.ClassDef)): return None
-        g = None
-        if isinstance(node, (ast.If, ast.While)) and child is not node.test: g = guard(node, node.test, "branch")
-        elif isinstance(node, ast.IfExp) and child is not node.test: g = guard(node, node.test, "ternary")
-        elif isinstance(node, ast.BoolOp) and child in node.values:
-            i = node.values.index(child)
-            g = next((gg for v in node.values[:i] if (gg := guard(node, v, "short-circuit"))), None)
-        elif isinstance(node, ast.Match) and child is not node.subject: g = guard(node, node.subject, "branch")
-        elif isinstance(node, ast.match_case) and node.guard is not None and child is not node.guard:
-            g = guard(node.guard, node.guard, "branch")
-        if g is not None: return g
-        for field in ("body", "orelse", "finalbody", "handlers"):  # an earlier `if not is_main(): return` in the same block
-            block = getattr(node, field, None)
-            if isinstance(block, list) and child in block:
-                for s in reversed(block[:block.index(child)]):
-                    if isinstance(s, ast.If) and (_exits(s.body) or _exits(s.orelse)) and (g := guard(s, s.test, "early-exit")):
-                        return g
-    return None
-
-# %% ../../nbs/28_hang_rules.ipynb #a02140bd
-def _callers(fname: str, files: list[str]) -> list[tuple[str, int]]:
-    "(file, line) of every call of a function or method named `fname` in `files`."
-    out = []
-    for fn in files:
-        info = source_info(fn)
-        if info is None: continue
-        out += [(fn, n.lineno) for n in ast.walk(info.tree) if isinstance(n, ast.Call) and _name_of(n.func) == fname]
-    return sorted(set(out))
-
-def guard_on_stack(frames: list[tuple], files: list[str] = (), depth: int = 3) -> tuple[RankGuard | None, str]:
-    "The rank test over a call: every frame of `frames` (file, line, func; innermost first), then, when the stack has one frame only, the callers of its function in `files` (up to `depth` calls up). Returns (guard or None, `stack` or `callers`)."
-    for i, (fn, line, func) in enumerate(frames):
-        g = rank_guard(source_info(fn), line)
-        if g is not None:
-            if i: g.via = f"calls {frames[i - 1][2]}()" + (f", which leads to the call at {os.path.basename(frames[0][0])}:{frames[0][1]}" if i > 1 else "")
-            return g, "stack"
-    if len(frames) != 1: return None, "stack"
-    fn, line, _ = frames[0]
-    seen, todo = set(), [(fn, line, [])]
-    for _ in range(depth):
-        nxt = []
-        for f, l, chain in todo:
-            info = source_info(f)
-            fdef = info.function_at(l) if info else None
-            if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)) or fdef.name in seen: continue
-            seen.add(fdef.name)
-            for cf, cl in _callers(fdef.name, list(dict.fromkeys([f, *files]))):
-                g = rank_guard(source_info(cf), cl)
-                ch = [fdef.name, *chain]
-                if g is not None:
-                    g.via = "calls " + "(), which calls ".join(ch) + "()"
-                    return g, "callers"
-                nxt.append((cf, cl, ch))
-        todo = nxt
-    return None, "callers"
-
-# %% ../../nbs/28_hang_rules.ipynb #9450f234
-_FRAME = re.compile(r'File "([^"]+)", line (\d+),? in (\S+)')
-_LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "<string>", os.sep + "torch" + os.sep)
-
-def user_frames(text: str) -> list[tuple[str, int, str]]:
-    "(file, line, function) of the user's frames in a faulthandler dump or a traceback, innermost first (the main thread's, for a dump)."
-    if "Thread 0x" in text or "Current thread 0x" in text: text = "\n".join(_main_thread_stack(text))
-    frames = [(f, int(l), fn) for f, l, fn in _FRAME.findall(text)]
-    if "Traceback (most recent call last)" in text: frames.reverse()  # a traceback lists the innermost frame last
-    return [fr for fr in frames if not any(x in fr[0] for x in _LIBRARY) and not is_machinery(fr[0])]
-
+# %% ../../nbs/28_hang_rules.ipynb #1f553df6
 def _on_stack(frames: list, rec: dict) -> bool:
     "The collective's own line is one of `frames`: they are the stack of that very call."
     return any(f == rec.get("file") and rec.get("site", "").endswith(f":{l}") for f, l, _ in frames)
@@ -276,7 +31,7 @@ def call_frames(rec: dict, t: RankTrack | None = None, ctx: Context | None = Non
         tb = (t.exit or {}).get("traceback") or ""
         if tb and _on_stack(fr := user_frames(tb), rec): return fr, "traceback"
         if ctx is not None and ctx.run_dir is not None and not ctx.final and t.alive and t.stacks_ok and t.pid \
-                and rec in t.open.values():  # still inside it: its stack is the path to this call
+                and any(r is rec for r in t.open.values()):  # still inside it: its stack is the path to this call
             from .watcher import collect_stacks
             dump = collect_stacks(ctx.run_dir, {t.rank: t.pid}, STACK_WAIT_S).get(t.rank, "")
             if _on_stack(fr := user_frames(dump), rec): return fr, "stack"
@@ -284,36 +39,6 @@ def call_frames(rec: dict, t: RankTrack | None = None, ctx: Context | None = Non
 
 STACK_WAIT_S = 2.0  # how long the mismatch rule waits for a blocked rank's stack dump
 
-def _outer_frames(frames: list, files: list[str], depth: int = 4) -> list:
-    "`frames` grown outwards from the source while its outermost function has exactly one caller in `files` (a call site alone says little about where it sits)."
-    frames = list(frames)
-    for _ in range(depth):
-        if not frames: break
-        fn, line, _ = frames[-1]
-        info = source_info(fn)
-        fdef = info.function_at(line) if info else None
-        if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)): break
-        calls = _callers(fdef.name, list(dict.fromkeys([fn, *files])))
-        if len(calls) != 1: break
-        cf, cl = calls[0]
-        outer = source_info(cf).function_at(cl)
-        frames.append((cf, cl, getattr(outer, "name", "<module>")))
-    return frames
-
-def _loop_left(cframes: list, oframes: list) -> tuple[int, int, int, str] | None:
-    "When, in a function both stacks pass through, the first call comes after a loop that the second is still inside: (first's line there, the loop's first and last lines, its source)."
-    for (cf, cl, cfn), (of, ol, ofn) in zip(reversed(cframes), reversed(oframes)):
-        if (cf, cfn) != (of, ofn): return None
-        if cl == ol: continue
-        info = source_info(cf)
-        if info is None: return None
-        for node in reversed(info.path_to(ol)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)): break
-            if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and cl > (node.end_lineno or node.lineno) \
-                    and info.function_at(cl) is info.function_at(ol):
-                return cl, node.lineno, node.end_lineno, _short(info.line(node.lineno), 60)
-        return None
-    return None
 
 # %% ../../nbs/28_hang_rules.ipynb #ffbc7669
 UNEVEN_FIX = ("make every rank run the same number of iterations, e.g. DistributedSampler(drop_last=True), or wrap the "

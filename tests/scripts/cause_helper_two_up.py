@@ -1,5 +1,6 @@
-"""The collective sits two calls below the rank test: train() calls log_metrics() under `if args.rank == 0`, which
-calls sync_stats(), which all-reduces."""
+"""The collective sits two calls below the rank test, reached through a callback: train() calls log_metrics() under
+`if args.rank == 0 and ...`, and log_metrics() calls the `reduce` it was given, sync_stats(), whose barrier only rank 0
+reaches. Only the rank's stack shows that path: no line of this file calls sync_stats() by name."""
 import argparse, os
 import torch
 import torch.distributed as dist
@@ -7,12 +8,13 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 
 def sync_stats(stats):
-    dist.all_reduce(stats)  # MARK:allreduce
+    dist.barrier()  # MARK:barrier
+    dist.all_reduce(stats)
     return stats / dist.get_world_size()
 
 
-def log_metrics(step, loss):
-    stats = sync_stats(torch.tensor([loss, 1.0]))
+def log_metrics(step, loss, reduce):
+    stats = reduce(torch.tensor([loss, 1.0]))
     print(f"step {step}: loss {stats[0].item():.4f}", flush=True)
 
 
@@ -25,7 +27,7 @@ def train(args):
         loss.backward()  # MARK:backward
         opt.step()
         if args.rank == 0 and step % args.log_every == 1:
-            log_metrics(step, loss.item())
+            log_metrics(step, loss.item(), reduce=sync_stats)  # MARK:log
 
 
 if __name__ == "__main__":
