@@ -392,6 +392,7 @@ def rank_died(ctx: Context) -> Diagnosis | None:
                 and ctx.now - (t.dead_seen_t or ctx.now) < EXIT_CODE_WAIT_S: return PENDING  # torchrun may say how
         _enrich(d, ctx)
         if ctx.gen: d.headline += f" (restart generation {ctx.gen})"
+    elif d is not None and d.kind == "stall": _rank_only_wait(d, ctx)  # a rank left while the others were in a collective
     return d
 
 EXIT_CODE_WAIT_S = 3.0  # how long a vanished rank's verdict waits for its exit code (zombie status or torchrun's summary)
@@ -406,8 +407,24 @@ def stall(ctx: Context) -> Diagnosis | None:
                and ctx.tracks[m].current() is None]  # outside any collective: busy, asleep, or stuck?
     if running and ctx.stuck is not None and not ctx.stuck(running, ctx.now): return None
     d = _stall_diagnosis(st, ctx.tracks, ctx.now)
+    _rank_only_wait(d, ctx)
     if running and ctx.run_dir is not None: _stuck_rank_said(d, ctx, running[0])
     return d
+
+def _rank_only_wait(d: Diagnosis, ctx: Context) -> None:
+    "When the collective the others wait in sits under a rank test (on its line or up their stack), say so first: the absent ranks were never meant to come."
+    g, s = d.collective.get("group"), d.collective.get("seq")
+    waiting = [(r, t) for r, t in sorted(ctx.tracks.items()) if r not in d.culprit_ranks and s in t.colls.get(g or "", {})]
+    if not waiting: return
+    r, t = waiting[0]
+    rec = t.colls[g][s]
+    frames, src = call_frames(rec, t, ctx)
+    guard, _ = guard_on_stack(frames, list(dict.fromkeys(f for f, _, _ in frames)))
+    if guard is None: return
+    d.fix = (f"Rank-conditional code: {_ranks(d.culprit_ranks)} never issue{'s' if len(d.culprit_ranks) == 1 else ''} "
+             f"{rec.get('op')} #{s} at {rec.get('site')}; the evidence: {guard.describe()} (rank {r}'s {rec.get('op')}). "
+             f"{BRANCH_FIX[0].upper() + BRANCH_FIX[1:]}\nIf not that: {d.fix}")
+    d.collective = {**d.collective, "causes": ["rank-conditional", "other"], "evidence": guard.describe(), "frames_from": {str(r): src}}
 
 def _stuck_rank_said(d: Diagnosis, ctx: Context, rank: int) -> None:
     "A stuck rank whose stderr holds a known error it never raised (a library thread that prints and carries on, such as a DataLoader worker's feeder finding /dev/shm full): say so, and its fix first."
