@@ -90,8 +90,9 @@ def missing_privileges(controllers: Sequence[str] = ()) -> str | None:
     if not sys.platform.startswith("linux"): return f"emulated nodes need Linux network namespaces; this is {sys.platform}"
     caps = _caps()
     lacking = [n for n, bit in (("CAP_NET_ADMIN", _CAP_NET_ADMIN), ("CAP_SYS_ADMIN", _CAP_SYS_ADMIN)) if not caps >> bit & 1]
-    if lacking: return (f"emulated nodes need root (or {' and '.join(lacking)}) to create network namespaces, links and "
-                        f"cgroups; this process runs as uid {os.getuid()} without them: run it as root (sudo)")
+    if lacking: return (f"emulated nodes need root with CAP_NET_ADMIN and CAP_SYS_ADMIN (network namespaces, links, cgroups); "
+                        f"this process (uid {os.getuid()}) lacks {' and '.join(lacking)}: run it as root (sudo), or give "
+                        "its container those capabilities")
     for tool, pkg in (("ip", "iproute2"), ("tc", "iproute2"), ("unshare", "util-linux")):
         if shutil.which(tool) is None: return f"emulated nodes need the `{tool}` command: apt-get install {pkg}"
     for c in controllers:
