@@ -81,7 +81,9 @@ def rank_causes(crec: dict, orec: dict, tracks: dict[int, RankTrack], culprits: 
             break
     else:
         n = len(cframes) + len(oframes)
-        if any(source_info(f) for f in files): branch.con.append(f"no rank test above either call in the {n} frame{'s' if n != 1 else ''} read")
+        if any(source_info(f) for f in files):
+            branch.con.append(f"no rank test above either call in the {n} frame{'s' if n != 1 else ''} read")
+            branch.what += " (a branch on data that differs across ranks, such as a NaN check or an empty batch, if not on the rank)"
     counts = step_counts(list(tracks.values()))
     done = lambda rs: [r for r in rs if tracks[r].loop_done is not None]
     if counts is not None and len(set(counts.values())) > 1:
@@ -106,7 +108,8 @@ def rank_causes(crec: dict, orec: dict, tracks: dict[int, RankTrack], culprits: 
 
 def _evidence(first: Cause, second: Cause) -> str:
     ev = first.pro + second.con
-    return "; ".join(ev) if ev else "no evidence either way (no rank test found, no step counts to compare)"
+    if not ev: return "nothing points either way (" + ("; ".join(first.con + second.con) or "no source to read, no step counts") + ")"
+    return "; ".join(ev) + (f" (against it: {'; '.join(first.con)})" if first.con else "")
 
 def cause_text(causes: list[Cause]) -> str:
     "The fix of a mismatch from its ranked causes: one cause when only it has evidence, else both, saying what put the first first."
