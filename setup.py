@@ -1,5 +1,5 @@
 """The one build step pyproject.toml cannot say: ship examples/*.ipynb as distlab/walkthroughs/*.ipynb and
-lessons/<scenario>/*.py as distlab/lessons/<scenario>/*.py.
+lessons/<scenario>/*.py as distlab/lessons/<scenario>/*.py (and recordings/ as distlab/recordings/).
 
 pyproject.toml finds the packages (`distlab`, `distlab.*`) and maps `distlab.walkthroughs` to examples/ and
 `distlab.lessons` to lessons/, but setuptools builds only the packages `find` returned, so build_py adds those two.
@@ -8,7 +8,7 @@ Everything else is in pyproject.toml.
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-MAPPED = ("distlab.walkthroughs", "distlab.lessons")  # mapped to examples/ and lessons/ by [tool.setuptools.package-dir]
+MAPPED = ("distlab.walkthroughs", "distlab.lessons", "distlab.recordings")  # mapped to examples/, lessons/, recordings/ by [tool.setuptools.package-dir]
 
 
 class build_py_with_mapped(build_py):
