@@ -95,3 +95,50 @@ def test_stop_button_leaves_no_rank_alive(jlab, browser):
         _shot(page, "stop-failure.png"); raise
     finally:
         page.close()
+
+
+FIXES = Path(__file__).parent / "fixes" / "uneven-batches"
+
+
+def test_lesson_predict_run_then_fix_it_yourself(jlab, browser):
+    "A learner's path through a lesson: read the code, predict, run the broken script (predictions graded), try a non-fix (refused, with the reason), then a fix of their own (accepted)."
+    runs = jlab.root / "runs-lesson"; runs.mkdir(exist_ok=True)
+    write_notebook(jlab.root / "lesson.ipynb", [
+        "from distlab.ui.lesson import FixIt, Predict, show_code\nshow_code('uneven-batches')",
+        f"guess = Predict('uneven-batches', 2, backend='gloo', runs_root={str(runs)!r})\nguess",
+        f"FixIt('uneven-batches', nproc=2, backend='gloo', runs_root={str(runs)!r})"])
+    page = open_notebook(browser, jlab, "lesson.ipynb")
+    try:
+        run_all_cells(page)
+        page.locator(".distlab-code .distlab-bug").first.wait_for(timeout=60_000)  # the script, its faulty line marked
+        predict = page.locator(".distlab-predict").first
+        predict.wait_for(timeout=60_000)
+        selects = predict.locator("select")
+        selects.nth(0).select_option(label="rank 1")
+        line = next(o for o in selects.nth(1).locator("option").all_inner_texts() if "dist.barrier()" in o)
+        selects.nth(1).select_option(label=line)
+        selects.nth(2).select_option(label="the ranks call different collectives (a mismatch)")
+        _shot(page, "lesson-predict.png")
+        predict.locator("button.widget-button", has_text="Run the broken script").click()
+        grade = predict.locator(".distlab-predict-grade")
+        grade.wait_for(timeout=150_000)
+        assert grade.inner_text().count("right") == 3, grade.inner_text()  # rank 1, the barrier's line, a mismatch
+        _shot(page, "lesson-predicted-and-ran.png")
+        fixit = page.locator(".distlab-fixit").first
+        fixit.scroll_into_view_if_needed()
+        editor, try_button = fixit.locator("textarea"), fixit.locator("button.widget-button", has_text="Try my fix")
+        editor.fill((FIXES / "longer_timeout.py").read_text())  # a longer timeout is not a fix
+        try_button.click()
+        verdict = fixit.locator(".distlab-try-verdict")
+        verdict.filter(has_text="Not fixed yet").wait_for(timeout=150_000)
+        assert "still hangs" in verdict.inner_text(), verdict.inner_text()
+        _shot(page, "lesson-non-fix-refused.png")
+        editor.fill((FIXES / "join.py").read_text())  # Join: a correct fix that is not the shipped one
+        wait_for(lambda: not fixit.locator("button.widget-button", has_text="Try my fix").is_disabled(), 10, what="the button")
+        try_button.click()
+        verdict.filter(has_text="Fixed").wait_for(timeout=150_000)
+        assert _shot(page, "lesson-own-fix-accepted.png").stat().st_size > 10_000
+    except Exception:
+        _shot(page, "lesson-failure.png"); raise
+    finally:
+        page.close()
