@@ -13,7 +13,7 @@ from .config import LaunchConfig, ConfigError, STALL_POLICIES
 
 # %% auto #0
 __all__ = ['TORCHRUN_FIELDS', 'CONSOLE_OPTIONS', 'REFUSED_OPTIONS', 'DEFAULT_EXPORT_PORT', 'EXIT_STOPPED_BY_DISTLAB',
-           'EXIT_TIMEOUT', 'EXIT_INTERRUPTED', 'COMMANDS', 'add_torchrun_options', 'cmd_show', 'cmd_try',
+           'EXIT_TIMEOUT', 'EXIT_INTERRUPTED', 'COMMANDS', 'add_torchrun_options', 'cmd_show', 'cmd_try', 'cmd_clean',
            'build_parser', 'cmd_export', 'cmd_list', 'cmd_run', 'std_spec', 'console_filter', 'LaunchRequest',
            'launch_request', 'target_problems', 'launch_exit_code', 'cmd_launch', 'tour', 'tour_table', 'cmd_tour',
            'cmd_bench', 'cmd_doctor', 'cmd_cluster', 'cmd_lab', 'main']
@@ -122,6 +122,36 @@ def cmd_try(a) -> int:
     print(json.dumps(v.to_dict(), default=str) if a.json else v.text())
     return 0 if v.passed else 1
 
+# %% ../nbs/70_cli.ipynb #73ee78f8
+def _clean_parser(sub):
+    "`distlab clean`: remove finished run directories (and old lesson tries) under the runs root."
+    p = sub.add_parser("clean", help="remove finished run directories under the runs root (never one whose processes are alive)")
+    p.add_argument("--runs-root", default=None, help="the folder to clean (default: $DISTLAB_RUNS_ROOT or ./distlab-runs)")
+    p.add_argument("--older-than", type=float, default=0.0, metavar="DAYS", help="only runs last written more than DAYS ago (default 0: all finished runs)")
+    p.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+
+def _tree_bytes(d: Path) -> int:
+    return sum(f.stat().st_size for f in d.rglob("*") if f.is_file() and not f.is_symlink())
+
+def cmd_clean(a) -> int:
+    "Remove the run directories (and `tries/` folders) under the runs root older than `--older-than` days whose processes have all ended."
+    from distlab.run.launch import runs_root
+    from distlab.run.reaper import run_processes
+    root = runs_root(a.runs_root)
+    if not root.is_dir(): print(f"nothing to clean: {root} does not exist"); return 0
+    cutoff = time.time() - a.older_than * 86400
+    runs = [d for d in root.iterdir() if d.is_dir() and (d / "run.json").exists()]
+    tries = [d for d in (root / "tries").iterdir() if d.is_dir()] if (root / "tries").is_dir() else []
+    gone, live, freed = 0, [], 0
+    for d in sorted(runs + tries):
+        if max((f.stat().st_mtime for f in d.rglob("*")), default=d.stat().st_mtime) > cutoff: continue
+        if d in runs and run_processes(d.name): live.append(d.name); continue  # a run still going keeps its files
+        freed += _tree_bytes(d); gone += 1
+        if not a.dry_run: shutil.rmtree(d, ignore_errors=True)
+    verb = "would remove" if a.dry_run else "removed"
+    print(f"{verb} {gone} folders ({freed / 2**20:.1f} MiB) under {root}" + (f"; kept {len(live)} still running: {', '.join(live)}" if live else ""))
+    return 0
+
 # %% ../nbs/70_cli.ipynb #263ed933
 def _common(p: argparse.ArgumentParser, launch: bool = False):
     if not launch: p.add_argument("--nproc", type=int, default=None, help="ranks to start (default: the scenario's, or 2)")
@@ -195,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     _export_parser(sub)
     _cluster_parser(sub)
     _lesson_parsers(sub)
+    _clean_parser(sub)
     return ap
 
 # %% ../nbs/70_cli.ipynb #d52f30c5
@@ -550,7 +581,7 @@ def cmd_lab(a) -> int:
     return lab_main(a.lab_args[1:] if a.lab_args[:1] == ["--"] else a.lab_args)
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "launch": cmd_launch, "tour": cmd_tour, "bench": cmd_bench, "lab": cmd_lab,
-            "doctor": cmd_doctor, "export": cmd_export, "cluster": cmd_cluster, "show": cmd_show, "try": cmd_try}
+            "doctor": cmd_doctor, "export": cmd_export, "cluster": cmd_cluster, "show": cmd_show, "try": cmd_try, "clean": cmd_clean}
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `distlab` command."
