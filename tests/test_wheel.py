@@ -129,3 +129,25 @@ def test_installed_tour_reproduces_uneven_batches_from_outside_the_checkout(venv
     # the ranks ran the installed distlab too: their stacks name files in site-packages, none in the checkout
     stacks = "".join(f.read_text(errors="replace") for f in (run_dir / "stacks").glob("*"))
     assert f"{sp}/distlab/" in stacks and str(REPO / "distlab") not in stacks, stacks[:2000]
+
+
+def test_installed_wheel_replays_recorded_runs_with_no_ranks(venv, tmp_path):
+    "`distlab.ui.replay` from the wheel: the recordings ship, the lab's view fills in from one, no process starts."
+    widgets = tmp_path / "lab-widgets"  # the lab extra's ipywidgets beside the venv (on PYTHONPATH), not in it: the core venv stays core
+    p = sh([sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", widgets, "ipywidgets"], cwd=tmp_path, env=clean_env())
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    code = ("import json, sys\n"
+            "spawned = []\n"
+            "sys.addaudithook(lambda ev, a: ev in ('subprocess.Popen', 'os.fork', 'os.posix_spawn', 'os.exec', 'os.system') and spawned.append(ev))\n"
+            "from distlab.ui.replay import recordings, recordings_dir, replay\n"
+            "m = replay('uneven-batches', 'broken')\n"
+            "print(json.dumps({'dir': str(recordings_dir()), 'recordings': recordings(), 'status': m.status.value, 'diagnosis': m.diagnosis.value,\n"
+            "                  'png': m.timeline_img.value[:4] == b'\\x89PNG', 'spawned': spawned}))")
+    p = sh([venv / "bin" / "python", "-c", code], cwd=tmp_path, env=clean_env(venv) | {"PYTHONPATH": str(widgets)})
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.splitlines()[-1])
+    assert Path(got["dir"]).is_relative_to(site_packages(venv)), got["dir"]
+    shipped = sorted({tuple(Path(f).parts[1:3]) for f in tracked("recordings") if f.endswith("/result.json")})
+    assert shipped and [tuple(r) for r in got["recordings"]] == shipped, (got["recordings"], shipped)
+    assert ">hung<" in got["status"] and "Diagnosis: mismatch" in got["diagnosis"] and got["png"], got["status"]
+    assert not got["spawned"], got["spawned"]
