@@ -3,6 +3,7 @@ replays with no rank started, and what ships in the wheel as distlab/recordings/
 
     .venv/bin/python scripts/record.py --family hangs          # every scenario of the family, broken and fixed
     .venv/bin/python scripts/record.py --only uneven-batches   # one scenario (or several ids)
+    .venv/bin/python scripts/record.py --family hangs --missing   # only the family's scenarios not recorded yet
 
 Each run is world 2 on gloo (as CI's walkthroughs run), in a temporary runs folder removed afterwards. A run that
 does not do what its variant expects is not recorded (the old recording stays) and the script exits 1.
@@ -22,6 +23,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--family", help="record every scenario of this family (e.g. hangs)")
     ap.add_argument("--only", nargs="+", metavar="ID", default=[], help="record these scenario ids")
+    ap.add_argument("--missing", action="store_true", help="skip scenarios that already have a recording of every variant asked for")
     ap.add_argument("--variants", nargs="+", default=["broken", "fixed"], help="variants to record (default: broken fixed)")
     ap.add_argument("--nproc", type=int, default=2, help="ranks per run (default 2, as CI's walkthroughs)")
     ap.add_argument("--backend", default="gloo", help="gloo (default) or nccl")
@@ -36,6 +38,10 @@ def main(argv=None) -> int:
     if not ids: ap.error(f"--family {a.family}: no scenario has it; families: {sorted({s.family for s in SCENARIOS.values()})}")
     unknown = [i for i in ids if i not in SCENARIOS]
     if unknown: ap.error(f"unknown scenario ids {unknown}; see `distlab list`")
+    if a.missing and a.out.is_dir():
+        have = set(recordings(a.out))
+        ids = [i for i in ids if not all((i, v) in have for v in a.variants if v in SCENARIOS[i].variants)]
+        print(f"not recorded yet: {ids or 'none'}", flush=True)
     failed = []
     with tempfile.TemporaryDirectory(prefix="distlab-record-") as runs_root:
         for sid in ids:

@@ -42,6 +42,10 @@ def test_replay_fills_the_view_from_every_recording_with_no_process_started():
             assert "distlab-dashboard" in m.dashboard.widget.value and f"· {o['status']} ·" in m.dashboard.widget.value, (sid, variant)
             assert m.stop_button.disabled and not m._thread.is_alive() and m.run.stop() is m.result, (sid, variant)
             assert o["run_dir"] == str(recordings_dir() / sid / variant) and o["matched"], (sid, variant, o["problems"])
+        live = replay("uneven-batches", "broken", live=True)  # played back as it happened: a thread writing files, no process
+        assert live.run.poll() is None and live.wait(0.5).status == "hung" and ">hung<" in live.status.value
+        live.close(); played, _ = live.run.run_dir, live.run._cleanup()
+        assert not played.exists(), played
         spawned = list(_spawned)
     finally: _spawned = None
     new = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
