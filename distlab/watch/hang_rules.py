@@ -10,7 +10,7 @@ from ..contract import is_machinery
 from .analysis import (RankTrack, UNEVEN_OPS, rank_summary, find_mismatch, find_stall, _c, _short,
                                     _ranks, _coll_info, rank_steps)
 from .diagnosis import Diagnosis, COLLECTIVE_RULE
-from .rank_code import source_info, guard_on_stack, user_frames, _outer_frames, _loop_left
+from .rank_code import source_info, guard_on_stack, rank_loop, user_frames, _outer_frames, _loop_left
 from .rules import Context, Evidence, Enrichment, register_rule, enrich, evidence, ENRICHERS, PENDING
 
 # %% auto #0
@@ -94,6 +94,11 @@ def rank_causes(crec: dict, orec: dict, tracks: dict[int, RankTrack], culprits: 
         if done(a) and not done(b):
             uneven.score += 2
             uneven.pro.append(f"{_ranks(done(a))} had finished {'its' if len(done(a)) == 1 else 'their'} loop, {_ranks(b)} had not")
+    for rs, frames in ((culprits, cframes), (others, oframes)):
+        if (loop := rank_loop(frames)) is not None:
+            uneven.score += 1
+            uneven.pro.append(f"{_ranks(rs)}'s " + loop.describe())
+            break
     if len(cframes) == 1 or len(oframes) == 1:  # no stacks: place the calls in their callers, as far as the source is unambiguous
         cframes, oframes = _outer_frames(cframes, files), _outer_frames(oframes, files)
     for (af, arec, ars), (bf, brec, brs) in (((cframes, crec, culprits), (oframes, orec, others)),

@@ -12,7 +12,7 @@ from .diagnosis import _main_thread_stack
 
 # %% auto #0
 __all__ = ['rankish_name', 'rank_spelling', 'SourceInfo', 'source_info', 'RankGuard', 'rank_guard', 'guard_on_stack',
-           'user_frames']
+           'user_frames', 'rank_loop']
 
 # %% ../../nbs/28a_rank_code.ipynb #d5bda40c
 _RANK_ENV = {"RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "ROLE_RANK", "SLURM_PROCID", "SLURM_LOCALID", "PMI_RANK",
@@ -157,7 +157,7 @@ class RankGuard:
     line: int         # the line of the test
     code: str         # its source line, e.g. `if dist.get_rank() == 0:`
     spelling: str     # the part that reads the rank, e.g. `dist.get_rank()`
-    how: str          # `branch` (if/elif/else, while, match), `ternary`, `short-circuit`, `early-exit`
+    how: str          # `branch` (if/elif/else, while, match), `ternary`, `short-circuit`, `early-exit`, `decorator`; `loop` (`rank_loop`)
     target: int = 0   # the guarded line
     via: str = ""     # how the guarded line leads to the collective (`calls reduce_metrics()`), "" when it is the call
 
@@ -166,7 +166,8 @@ class RankGuard:
         what = {"early-exit": f"leaves early on some ranks before line {self.target}",
                 "short-circuit": f"skips the call on line {self.target} on some ranks ({self.spelling} first)",
                 "ternary": f"picks the call on line {self.target} by the rank",
-                "decorator": "runs its function on some ranks only"}.get(self.how, "branches on the rank")
+                "decorator": "runs its function on some ranks only",
+                "loop": "runs a number of times that depends on the rank"}.get(self.how, "branches on the rank")
         return f"{where} `{self.code}` {what}" + (f", and line {self.target} {self.via}" if self.via else "")
 
 def _exits(stmts: list) -> bool:
@@ -291,4 +292,19 @@ def _loop_left(cframes: list, oframes: list) -> tuple[int, int, int, str] | None
                     and info.function_at(cl) is info.function_at(ol):
                 return cl, node.lineno, node.end_lineno, _short(info.line(node.lineno), 60)
         return None
+    return None
+
+# %% ../../nbs/28a_rank_code.ipynb #cb1862a2
+def rank_loop(frames: list) -> RankGuard | None:
+    "The first `for` loop around a frame's line (innermost frame first) whose iterable reads the rank: a per-rank number of iterations."
+    for fn, line, _ in frames:
+        info = source_info(fn)
+        if info is None: continue
+        path = info.path_to(line)
+        for child, node in zip(reversed(path[1:]), reversed(path[:-1])):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)): break
+            if isinstance(node, (ast.For, ast.AsyncFor)) and child is not node.iter \
+                    and (sp := rank_spelling(node.iter, info.aliases)):
+                code = f"for {info.code_of(node.target)} in {info.code_of(node.iter)}:"
+                return RankGuard(info.path, node.lineno, _short(code, 120), sp, "loop", line)
     return None
