@@ -27,3 +27,20 @@ def test_walkthrough(nb, walkthroughs):
     # the walkthrough covers its whole family
     fam = {SCENARIOS[sid].family for sid in family}
     assert family == {k for k, s in SCENARIOS.items() if s.family in fam}
+
+
+@pytest.mark.papermill
+def test_start_here_runs_and_names_every_lesson(tmp_path):
+    "The syllabus runs top to bottom (no ranks), and its table names every walkthrough in examples/ and no other."
+    import json, re
+    import papermill as pm
+    from walkthrough_runs import START_HERE, ensure_python3_kernelspec
+    ensure_python3_kernelspec()
+    out = tmp_path / START_HERE.name
+    pm.execute_notebook(str(START_HERE), str(out), kernel_name="python3", progress_bar=False)
+    cells = json.loads(out.read_text())["cells"]
+    text = "\n".join("".join(c["source"]) for c in cells)
+    named = set(re.findall(r"`(0[1-9]_[a-z_]+)`", text))
+    assert named == {p.stem for p in WALKTHROUGHS}, (sorted(named), [p.stem for p in WALKTHROUGHS])
+    printed = "".join("".join(o.get("text", "")) for c in cells if c["cell_type"] == "code" for o in c.get("outputs", []))
+    assert "cores:" in printed and "runs per lesson" in printed, printed

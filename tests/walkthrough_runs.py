@@ -6,7 +6,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
-WALKTHROUGHS = sorted((ROOT / "examples").glob("*.ipynb"))
+START_HERE = ROOT / "examples" / "00_start_here.ipynb"  # the syllabus: no parameters, no runs
+
+
+def _has_parameters(nb: Path) -> bool:
+    import json
+    return any("parameters" in (c.get("metadata", {}).get("tags") or []) for c in json.loads(nb.read_text())["cells"])
+
+
+WALKTHROUGHS = [p for p in sorted((ROOT / "examples").glob("*.ipynb")) if _has_parameters(p)]  # the lessons: each runs its family
 
 
 def ensure_python3_kernelspec():

@@ -8,8 +8,8 @@ import argparse, filecmp, importlib.util, os, shlex, shutil, subprocess, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['walkthrough_paths', 'copy_walkthroughs', 'jupyterlab_command', 'start_command', 'install_command', 'build_parser',
-           'main']
+__all__ = ['LESSON_FAMILIES', 'walkthrough_paths', 'copy_walkthroughs', 'jupyterlab_command', 'start_command', 'install_command',
+           'machine_summary', 'build_parser', 'main']
 
 # %% ../../nbs/65_walkthroughs.ipynb #4fe2a0b2
 def _shipped_dir() -> Path:
@@ -70,6 +70,29 @@ def start_command(dest) -> str:
 def install_command() -> str:
     "The shell line that installs JupyterLab (the `lab` extra) into this environment."
     return shlex.join((["pip"] if _found_here("pip") else [sys.executable, "-m", "pip"]) + ["install", "distlab[lab]"])
+
+# %% ../../nbs/65_walkthroughs.ipynb #44849d89
+LESSON_FAMILIES = {"01": "hangs", "02": "performance", "03": "memory", "04": "numerics", "05": "checkpoints", "06": "doctor"}
+
+def _capabilities() -> set[str]:
+    "The effective capabilities of this process that distlab's privileged scenarios use."
+    try: eff = int(next(l.split()[1] for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("CapEff:")), 16)
+    except (OSError, StopIteration, ValueError): return set()
+    return {name for name, bit in (("CAP_NET_ADMIN", 12), ("CAP_SYS_ADMIN", 21)) if eff >> bit & 1}
+
+def machine_summary(ranks_per_run: int = 2) -> str:
+    "What this machine carries for a class: cores, learners at one core each, runs per lesson, and what needs root here."
+    from distlab.scenarios import SCENARIOS
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    caps = _capabilities()
+    runs = {nb: sum(len(s.variants) for s in SCENARIOS.values() if s.family == fam) for nb, fam in LESSON_FAMILIES.items()}
+    lines = [f"{cores} cores: {cores} learners at one core each for lessons 1 and 5, {max(1, cores // 2)} for lesson 2 "
+             f"(runs of {ranks_per_run} ranks)",
+             "runs per lesson (broken and fixed of each scenario): " + ", ".join(f"{nb}: {n}" for nb, n in runs.items()),
+             "root-only scenarios (shm-too-small, emulated nodes): " + (
+                 "can run here" if os.geteuid() == 0 or {"CAP_SYS_ADMIN", "CAP_NET_ADMIN"} <= caps
+                 else f"not run here: needs root (this process has {', '.join(sorted(caps)) or 'no'} capabilities)")]
+    return "\n".join(lines)
 
 # %% ../../nbs/65_walkthroughs.ipynb #ad549a1a
 def _wait_passing_ctrl_c(p: subprocess.Popen) -> int:
