@@ -47,8 +47,8 @@ def slow_link_on_nodes(variants: Sequence[str] = ("broken", "fixed"),  # slow-li
     out = {"link_mbit": link_mbit, "fp32_grad_bytes": fp32,
            "fp32_link_floor_s": ring_allreduce_link_s(fp32, 2, link_mbit * 1e6 / 8)}  # the least time float32 gradients take on that link
     for v in variants:
-        res = scenario_on_nodes("slow-link", v, node=NodeSpec(link_mbit=link_mbit), params={"link": False},
-                                runs_root=runs_root, on_line=on_line).wait()
+        res = scenario_on_nodes("slow-link", v, node=NodeSpec(link_mbit=link_mbit), params={"link": False}, backend="gloo",
+                                runs_root=runs_root, on_line=on_line).wait()  # gloo: the link is the nodes' TCP, as on CPUs
         figs = [step_figures(n["run_dir"]) for n in res.nodes if n.get("run_dir")] if res.status == "ok" else []
         slowest = max(figs, key=lambda f: f["step_s"]) if figs else {}
         out[v] = {"status": res.status, "cluster_dir": res.cluster_dir, "left": res.left,
