@@ -286,8 +286,9 @@ def _loop_left(cframes: list, oframes: list) -> tuple[int, int, int, str] | None
         if cl == ol: continue
         info = source_info(cf)
         if info is None: return None
-        for node in reversed(info.path_to(ol)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)): break
+        path = info.path_to(ol)
+        fdef = max((i for i, n in enumerate(path) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), default=0)
+        for node in path[fdef:]:  # the outermost loop that holds the one line and ends before the other
             if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and cl > (node.end_lineno or node.lineno) \
                     and info.function_at(cl) is info.function_at(ol):
                 return cl, node.lineno, node.end_lineno, _short(info.line(node.lineno), 60)
