@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from .config import LaunchConfig, ConfigError, STALL_POLICIES
+from .scenarios import NotRunnable  # the catalogue's format only: no family (and no torch) is imported with it
 
 # %% auto #0
 __all__ = ['TORCHRUN_FIELDS', 'CONSOLE_OPTIONS', 'REFUSED_OPTIONS', 'DEFAULT_EXPORT_PORT', 'EXIT_STOPPED_BY_DISTLAB',
@@ -465,7 +466,7 @@ def _echo(rank, stream, line):
 def tour(*, only=None, nproc=None, backend="auto", runs_root=None, plots_dir="distlab-tour", timeout_s=None,
          out=sys.stdout) -> list[dict]:
     "Run every scenario broken then fixed; print progress and a table; save plots; return the outcomes."
-    from distlab.scenarios import SCENARIOS, run_scenario
+    from distlab.scenarios import SCENARIOS, run_scenario, unmet_needs
     ids = only or list(SCENARIOS)
     unknown = [i for i in ids if i not in SCENARIOS]
     if unknown: raise KeyError(f"unknown scenario(s) {unknown}; known: {', '.join(SCENARIOS)}")
@@ -473,6 +474,8 @@ def tour(*, only=None, nproc=None, backend="auto", runs_root=None, plots_dir="di
     rows, t0 = [], time.time()
     for n, (sid, variant) in enumerate(jobs, 1):
         print(f"[{n:>2}/{len(jobs)}] {sid} {variant} ...", end=" ", flush=True, file=out)
+        if why := unmet_needs(SCENARIOS[sid]):
+            print(why, flush=True, file=out); continue  # not a failure: this machine cannot run it
         o = run_scenario(sid, variant, nproc=nproc, backend=backend, runs_root=runs_root, timeout_s=timeout_s)
         plots = _save_plots(o.run_dir, Path(plots_dir) / f"{sid}-{variant}")
         d = o.diagnosis or {}
@@ -589,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["lab"]: argv = ["lab", "--", *argv[1:]]  # `distlab lab --help` is the lab's own help
     a = build_parser().parse_args(argv)
     try: code = COMMANDS[a.cmd](a)
-    except (KeyError, ValueError, FileNotFoundError) as e:
+    except (KeyError, ValueError, FileNotFoundError, NotRunnable) as e:  # NotRunnable: a scenario this machine cannot run, and why
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"distlab: error: {msg}", file=sys.stderr); code = 2
     sys.exit(code)

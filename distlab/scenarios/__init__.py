@@ -4,13 +4,13 @@
 
 # %% ../../nbs/40_scenarios.ipynb #718435af
 from __future__ import annotations
-import importlib, importlib.metadata, pkgutil, threading
+import importlib, importlib.metadata, os, pkgutil, threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['FAMILY_ENTRY_POINTS', 'SCENARIOS', 'Expect', 'Measured', 'Variant', 'Scenario', 'lessons_dir', 'load_families',
-           'ScenarioRegistry', 'register', 'get_scenario']
+__all__ = ['FAMILY_ENTRY_POINTS', 'SCENARIOS', 'Expect', 'Measured', 'Variant', 'Scenario', 'NotRunnable', 'unmet_needs',
+           'lessons_dir', 'load_families', 'ScenarioRegistry', 'register', 'get_scenario']
 
 # %% ../../nbs/40_scenarios.ipynb #dd14b608
 @dataclass(kw_only=True, frozen=True)
@@ -80,6 +80,8 @@ class Scenario:
 
     hints: tuple[str, ...] = ()
     "hints for a learner fixing the broken script, from a nudge to nearly the answer"
+    needs_root: bool = False
+    "it changes the machine (a mount, a network namespace): without root or CAP_SYS_ADMIN it is not run, with that reason"
 
     def __post_init__(self):
         lacking = [n for n, v in self.variants.items() if v.script is None and self.rank_fn is None]
@@ -102,6 +104,23 @@ class Scenario:
             raise ValueError(f"scenario {self.id!r} variant {variant!r} runs a rank function inside distlab, not a lesson script; "
                              f"scenarios with scripts: {', '.join(sorted(s.id for s in SCENARIOS.values() if s.has_lesson))}")
         return lessons_dir() / self.id / v.script
+
+class NotRunnable(RuntimeError):
+    "A scenario this machine cannot run (it needs root here, say): a reason, never a failure of the scenario."
+
+def unmet_needs(s: Scenario,
+                euid: int | None = None,  # the user id to judge (default: this process's)
+                status: str | None = None,  # /proc/self/status text to read capabilities from (default: this process's)
+               ) -> str | None:
+    "Why this process cannot run scenario `s` (None when it can)."
+    if not s.needs_root or (os.geteuid() if euid is None else euid) == 0: return None
+    try:
+        text = Path("/proc/self/status").read_text() if status is None else status
+        eff = int(next(l.split()[1] for l in text.splitlines() if l.startswith("CapEff:")), 16)
+    except (OSError, StopIteration, ValueError): eff = 0
+    if eff >> 21 & 1: return None  # CAP_SYS_ADMIN
+    return (f"not run: {s.id} needs root or CAP_SYS_ADMIN on this machine (it changes mounts or network namespaces); "
+            "run it from a root session, or in a container with --cap-add SYS_ADMIN")
 
 def lessons_dir() -> Path:
     "The folder of learner-facing scripts, one sub-folder per scenario: `distlab/lessons/` installed, `lessons/` in a checkout."

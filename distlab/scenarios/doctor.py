@@ -151,7 +151,7 @@ register(Scenario(
     }))
 
 register(Scenario(
-    id="shm-too-small", title="DataLoader workers run out of shared memory",
+    id="shm-too-small", title="DataLoader workers run out of shared memory", needs_root=True,
     family="doctor", seeds=("003",),
     symptom="'DataLoader worker (pid N) is killed by signal: Bus error' (older torch) or 'unable to allocate shared "
             "memory(shm) ... No space left on device' (torch 2.x), in a container, once batches or workers grow.",

@@ -11,7 +11,7 @@ from ..config import TrainConfig
 from ..contract import FAST_EXIT_ENV
 from ..rank.worker import worker_spec, load_rank_fn
 from ..run.launch import launch, Run, RunResult
-from . import Expect, Measured, Scenario, get_scenario
+from . import Expect, Measured, NotRunnable, Scenario, get_scenario, unmet_needs
 
 # %% auto #0
 __all__ = ['ScenarioOutcome', 'measure', 'compare', 'scenario_outcome', 'start_scenario', 'run_scenario']
@@ -97,6 +97,7 @@ def start_scenario(id: str, variant: str = "broken", *, nproc: int | None = None
     s = get_scenario(id); v = s.variant(variant)
     nproc = nproc or s.default_nproc
     _check_nproc(s, nproc)
+    if why := unmet_needs(s): raise NotRunnable(why)
     opts = {**s.launch_options, **launch_options}
     opts["env"] = {**(opts.get("env") or {}), FAST_EXIT_ENV: "1"}  # see distlab.rank.shim: torch's teardown abort is not the lesson
     common = dict(nproc=nproc, backend=backend, name=name or f"{id}-{variant}", runs_root=runs_root,

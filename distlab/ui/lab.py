@@ -338,6 +338,11 @@ class ScenarioLab:
         if scenario is not None: self.picker.value = scenario
         sid, nproc = self.picker.value, int(self.nproc.value)
         self.scenarios[sid].variant(variant)  # an unknown variant fails here, naming the ones there are
+        from distlab.scenarios import unmet_needs
+        if why := unmet_needs(self.scenarios[sid]):  # passed over, with the reason: not an outcome, not a failure
+            self.message.value = f"<span class='distlab-not-run'>{html.escape(why)}</span>"
+            print(why, flush=True)
+            return None
         self.message.value = f"starting <b>{html.escape(sid)}</b> ({variant}) on {nproc} ranks ..."
         if self.monitor: self.monitor.close()
         run = start_scenario(sid, variant, nproc=nproc, backend=self.backend.value, runs_root=self.runs_root)
