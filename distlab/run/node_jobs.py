@@ -101,8 +101,11 @@ class ClusterRun:
                                "rdzv_endpoint": endpoint, "rdzv_id": rid, "runs_root": str(d), "env": env or {},
                                "name": name or Path(str(target)).stem, "cwd": str(cwd) if cwd else None}}
             (d / "agent.json").write_text(json.dumps(spec, indent=1))
+            agent_env = dict(os.environ)  # torch's thread pools sized to the node's own cores, as on a host of that size
+            if "OMP_NUM_THREADS" not in agent_env and "OMP_NUM_THREADS" not in (env or {}):
+                agent_env["OMP_NUM_THREADS"] = str(max(1, len(n.cores) // nproc))
             with open(d / "agent.log", "w") as log:
-                p = cluster.popen(n.index, [sys.executable, "-m", "distlab.run.node_jobs", "agent", str(d / "agent.json")],
+                p = cluster.popen(n.index, [sys.executable, "-m", "distlab.run.node_jobs", "agent", str(d / "agent.json")], env=agent_env,
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, start_new_session=True, cwd=cwd)
             self._procs.append(p)
             t = threading.Thread(target=self._read, args=(n.index, p), daemon=True, name=f"distlab-node{n.index}"); t.start()
