@@ -14,7 +14,7 @@ ALLOWED = {
     "health": {"contract", "config", "rank", "watch"},
     "run": {"contract", "config", "rank", "watch", "health"},
     "scenarios": {"contract", "config", "rank", "train"},      # the registry and the families
-    "scenarios.runner": {"contract", "config", "rank", "train", "watch", "run", "scenarios", "health"},
+    "scenarios.runner": {"contract", "config", "rank", "train", "watch", "run", "scenarios", "health"},  # and scenarios.lesson
     "ui": {"contract", "config", "rank", "train", "watch", "run", "scenarios", "scenarios.runner", "health"},
     "cli": {"contract", "config", "rank", "train", "watch", "run", "scenarios", "scenarios.runner", "ui", "health"},
 }
@@ -23,7 +23,7 @@ def layer_of(module: str) -> str | None:
     "`distlab.scenarios.runner` -> 'scenarios.runner', `distlab.rank.tape` -> 'rank'; None outside distlab."
     parts = module.split(".")
     if parts[0] != "distlab" or len(parts) < 2: return None
-    if parts[1:3] == ["scenarios", "runner"]: return "scenarios.runner"
+    if parts[1:3] in (["scenarios", "runner"], ["scenarios", "lesson"]): return "scenarios.runner"  # they run scenarios
     return parts[1]
 
 def module_name(path: Path) -> str:
