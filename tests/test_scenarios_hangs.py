@@ -128,10 +128,21 @@ def check_worker_crash(d, o, nproc):
     assert "DataLoader worker" in d["headline"], d["headline"]  # the cause, on the rank that had it
     assert o.failure["rank"] == nproc - 1 and "DataLoader worker" in o.failure["error"]
 
+def check_oom_retry_alone(d, o, nproc):  # distlab.scenarios.divergence; tests/test_lessons_divergence.py checks it further
+    c = d["collective"]
+    assert (c["culprit_op"], c["culprit_site"]) == ("barrier", lesson_line("oom-retry-alone", "dist.barrier()"))
+    assert (c["op"], c["site"]) == ("all_reduce", lesson_line("oom-retry-alone", "loss.backward()"))
+
+def check_random_extra_collective(d, o, nproc):
+    c = d["collective"]
+    assert c["culprit_site"] == lesson_line("random-extra-collective", "dist.all_reduce(mean)")
+    assert c["site"] == lesson_line("random-extra-collective", "loss.backward()")
+
 CHECKS = {"uneven-batches": check_uneven_batches, "rank-conditional-collective": check_rank_conditional,
           "collective-mismatch": check_collective_mismatch, "stalled-rank": check_stalled_rank,
           "init-hang": check_init_hang, "init-port-taken": check_init_port_taken,
-          "dataloader-worker-crash": check_worker_crash}
+          "dataloader-worker-crash": check_worker_crash,
+          "oom-retry-alone": check_oom_retry_alone, "random-extra-collective": check_random_extra_collective}
 
 
 def test_every_hangs_scenario_has_checks():

@@ -5,13 +5,13 @@
 # %% auto #0
 __all__ = ['DIVERGENCE', 'check_every_step_reduced']
 
-# %% ../../nbs/42a_divergence.ipynb #7751852f
+# %% ../../nbs/42a_divergence.ipynb #4f21afd4
 import math
 from pathlib import Path
 from . import Expect, Measured, Scenario, Variant, register
 from ..watch.analysis import read_rank_events
 
-# %% ../../nbs/42a_divergence.ipynb #44c3d866
+# %% ../../nbs/42a_divergence.ipynb #72a294f4
 register(Scenario(
     id="oom-retry-alone", title="Out of memory: one rank halves its batch and carries on alone",
     family="hangs", seeds=("000", "003"),
@@ -24,9 +24,12 @@ register(Scenario(
                 "Collectives are matched by their position, not by step, so nothing fails at once: every step after "
                 "that averages gradients of different steps (wrong, silently), and the rank that backed off, one "
                 "all-reduce short, reaches the end-of-training barrier while its peers wait in their last gradient "
-                "all-reduce. Retrying the failed step alone is no better: the retry's backward is one more all-reduce "
-                "the peers never join. The retry in guides 000 and 003 (catch the error, halve the batch, go on) is safe "
-                "on one process only. The fix makes the back-off a decision of all ranks: try a micro-batch inside "
+                "all-reduce. Retrying the failed step alone instead happens to work in this script, because the error "
+                "comes in a forward and every micro-batch but the last runs under `no_sync()`, so no rank has started "
+                "a collective it cannot finish; it stops working as soon as the error can come inside the synchronised "
+                "backward (some buckets already sent) or the micro-batches are accumulated without `no_sync()` (then "
+                "each retried backward is one more all-reduce the peers never join). The back-off in guides 000 and 003 "
+                "(catch the error, halve the batch, go on) is safe on one process only. The fix makes the back-off a decision of all ranks: try a micro-batch inside "
                 "`model.no_sync()` (no collective inside the `try`, so failing there leaves nothing half-joined), "
                 "all-reduce a 'did anyone run out' flag with MAX, halve on every rank if any did, and accumulate the "
                 "micro-batches under `no_sync()` so that each step still issues one gradient all-reduce, after its "
@@ -45,7 +48,7 @@ register(Scenario(
                          script="fixed.py", expect=Expect(status="ok", min_steps=6)),
     }))
 
-# %% ../../nbs/42a_divergence.ipynb #7fb7559d
+# %% ../../nbs/42a_divergence.ipynb #02d4b477
 def check_every_step_reduced(result, steps: int = 6) -> Measured:
     "Every rank completed at least `steps` all-reduces of gradient buckets (an all-reduce of over 64 numbers; recorded one per bucket)."
     done = {}
@@ -60,10 +63,10 @@ def check_every_step_reduced(result, steps: int = 6) -> Measured:
         m.problems.append(f"every rank should all-reduce its gradients on at least {steps} steps; done per rank: {done}")
     return m
 
-# %% ../../nbs/42a_divergence.ipynb #0395c89a
+# %% ../../nbs/42a_divergence.ipynb #e4567aa8
 register(Scenario(
     id="caught-reduction-error", title="Caught reduction error: one rank skips DDP's error and carries on",
-    family="hangs", seeds=("003",),
+    family="numerics", seeds=("003",),
     symptom="One rank logs 'skipped after a DDP error: Expected to have finished reduction in the prior iteration' "
             "on every step and then nothing; the other rank logs nothing after its first step; the job never ends.",
     explanation="The error says that on this rank some parameters took no part in the last loss, so DDP could not "
@@ -92,7 +95,7 @@ register(Scenario(
                          script="fixed.py", expect=Expect(status="ok", checks=("distlab.scenarios.divergence:check_every_step_reduced",))),
     }))
 
-# %% ../../nbs/42a_divergence.ipynb #2ee47dd8
+# %% ../../nbs/42a_divergence.ipynb #fee3415d
 register(Scenario(
     id="random-extra-collective", title="Random extra collective: a per-rank coin decides whether to all-reduce",
     family="hangs", seeds=("004",),
@@ -119,7 +122,7 @@ register(Scenario(
                          script="fixed.py", expect=Expect(status="ok", min_steps=12)),
     }))
 
-# %% ../../nbs/42a_divergence.ipynb #3a64e173
+# %% ../../nbs/42a_divergence.ipynb #fa8dc539
 register(Scenario(
     id="data-dependent-branch", title="Data-dependent branch: a batch statistic decides which layers run",
     family="numerics", seeds=("003",),
@@ -147,5 +150,5 @@ register(Scenario(
                          script="fixed.py", expect=Expect(status="ok", min_steps=6)),
     }))
 
-# %% ../../nbs/42a_divergence.ipynb #5d8eae34
+# %% ../../nbs/42a_divergence.ipynb #23c9fddb
 DIVERGENCE = ("oom-retry-alone", "caught-reduction-error", "random-extra-collective", "data-dependent-branch")
