@@ -5,7 +5,7 @@ seconds per sample and ratios. Needs a quiet machine for figures to quote.
 import argparse, json, sys, tempfile, time
 from distlab.run.nodes import NodeSpec, missing_privileges
 from distlab.run.node_jobs import bench_nodes
-from distlab.run.node_scenarios import slow_link_on_nodes
+from distlab.scenarios.on_nodes import slow_link_on_nodes
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -133,7 +133,7 @@ def lessons_dir() -> Path:
 
 # %% ../../nbs/40_scenarios.ipynb #dfded1dd
 FAMILY_ENTRY_POINTS = "distlab.scenarios"  # other packages add families under this entry-point group
-_NOT_FAMILIES = {"runner", "lesson"}
+_NOT_FAMILIES = {"runner", "lesson", "on_nodes"}
 
 def load_families() -> list[str]:
     "Import every family module of this package and of the `distlab.scenarios` entry points; returns their names."

@@ -8,8 +8,8 @@ import statistics
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .nodes import NodeSpec, missing_privileges
-from .node_jobs import ClusterRun, launch_nodes
+from ..run.nodes import NodeSpec, missing_privileges
+from ..run.node_jobs import ClusterRun, launch_nodes
 
 # %% auto #0
 __all__ = ['SLOW_LINK_MBIT', 'scenario_on_nodes', 'slow_link_on_nodes']
