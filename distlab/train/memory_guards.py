@@ -4,7 +4,7 @@
 
 # %% ../../nbs/31_memory_guards.ipynb #b6f44559
 from __future__ import annotations
-import gc
+import ctypes, gc, warnings
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 import torch
@@ -13,17 +13,19 @@ from ..rank.events import emit
 from ..rank.memory import MIB, MemoryMonitor, MemoryReading, process_memory
 
 # %% auto #0
-__all__ = ['OOM_MESSAGES', 'live_graph_tensors', 'MemoryGrowth', 'MemoryGrowthDetector', 'is_oom', 'free_after_oom', 'OOMBackoff',
-           'RankBudget', 'BudgetReport', 'check_memory_budget']
+__all__ = ['OOM_MESSAGES', 'live_graph_tensors', 'MemoryGrowth', 'heap_in_use', 'held_bytes', 'MemoryGrowthDetector', 'is_oom',
+           'free_after_oom', 'OOMBackoff', 'RankBudget', 'BudgetReport', 'check_memory_budget']
 
 # %% ../../nbs/31_memory_guards.ipynb #4bdacc1e
 def live_graph_tensors() -> list[torch.Tensor]:
     "Tensors alive now that still hold an autograd graph (`grad_fn` set): between steps there should be none."
     out = []
-    for o in gc.get_objects():
-        try:
-            if isinstance(o, torch.Tensor) and o.grad_fn is not None: out.append(o)
-        except Exception: pass  # objects that refuse inspection (weakref proxies, half-built objects)
+    with warnings.catch_warnings():  # isinstance() on some module objects warns (torch.distributed.reduce_op)
+        warnings.simplefilter("ignore")
+        for o in gc.get_objects():
+            try:
+                if isinstance(o, torch.Tensor) and o.grad_fn is not None: out.append(o)
+            except Exception: pass  # objects that refuse inspection (weakref proxies, half-built objects)
     return out
 
 @dataclass
@@ -40,21 +42,66 @@ class MemoryGrowth:
         return (f"memory grows {self.bytes_per_step / MIB:.1f} MiB per step (confirmed at step {self.step}): "
                 f"{self.cause} Fix: {self.fix}")
 
+# %% ../../nbs/31_memory_guards.ipynb #3e5bc095
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+
+_HEAP = {}
+
+def _mallinfo2():
+    "glibc's `mallinfo2` from the process's own symbols, or None (not glibc, glibc < 2.33)."
+    try: libc = ctypes.CDLL(None)
+    except OSError: return None
+    f = getattr(libc, "mallinfo2", None)
+    if f is None: return None
+    f.restype, f.argtypes = _MallInfo2, []
+    return f
+
+def heap_in_use() -> int | None:
+    "Bytes the C allocator has handed out and not had back (glibc `mallinfo2`), or None where glibc's counters do not see this process's `malloc`."
+    if "read" not in _HEAP:
+        f, _HEAP["read"] = _mallinfo2(), None
+        if f is not None:  # a preloaded jemalloc/tcmalloc serves malloc while glibc's counters stay still: check they move
+            libc = ctypes.CDLL(None)
+            libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]
+            before = f(); p = libc.malloc(8 * MIB); after = f(); libc.free(p)
+            moved = (after.uordblks + after.hblkhd) - (before.uordblks + before.hblkhd)
+            if p and 8 * MIB <= moved < 9 * MIB: _HEAP["read"] = f
+    f = _HEAP["read"]
+    if f is None: return None
+    m = f()
+    return m.uordblks + m.hblkhd
+
+def _shmem_bytes() -> int:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("RssShmem:"): return int(line.split()[1]) * 1024
+    except OSError: pass
+    return 0
+
+def held_bytes() -> int:
+    "The memory this process holds on the CPU: the C heap in use plus the shared memory it maps (resident memory where the heap cannot be read)."
+    h = heap_in_use()
+    return process_memory()["rss_bytes"] if h is None else h + _shmem_bytes()
+
 # %% ../../nbs/31_memory_guards.ipynb #66044481
 class MemoryGrowthDetector:
-    "Watches the memory left after each step and reports steady growth once, with its likely cause."
+    "Watches the memory held after each step and reports steady growth once, with its likely cause."
     def __init__(self, window: int = 6,  # steps the growth must last
-                 min_bytes_per_step: int = MIB,  # growth per step below this is noise (allocator caches, Python objects)
+                 min_bytes_per_step: int = MIB,  # growth per step below this is noise (Python objects, small caches)
                  warmup: int = 2,  # first steps left out: optimizer state and DDP buckets appear there
-                 device="cpu"):  # where to read memory: `cpu` (resident memory) or a CUDA device (allocated)
+                 device="cpu"):  # where to read memory: `cpu` (bytes held, see `held_bytes`) or a CUDA device (allocated)
         if window < 3: raise ValueError(f"window={window}: use 3 or more steps, fewer cannot tell growth from noise")
         self.window, self.min_bytes_per_step, self.warmup = window, min_bytes_per_step, warmup
         self.device = torch.device(device)
+        self.reads = "allocated" if self.device.type == "cuda" else ("held" if heap_in_use() is not None else "resident")
         self.history: list[tuple[int, int]] = []
         self.found: MemoryGrowth | None = None
 
     def _now(self) -> int:
-        return torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else process_memory()["rss_bytes"]
+        if self.device.type == "cuda": return torch.cuda.memory_allocated(self.device)
+        return held_bytes() if self.reads == "held" else process_memory()["rss_bytes"]
 
     def observe(self, step: int, current_bytes: int | None = None) -> MemoryGrowth | None:
         "Record the memory after step `step` (read now unless given); returns a `MemoryGrowth` the first time growth is confirmed."
@@ -62,7 +109,7 @@ class MemoryGrowthDetector:
         if self.found is not None or len(self.history) < self.warmup + self.window: return None
         ys = [b for _, b in self.history[-self.window:]]
         slope = _slope(ys)
-        rising = sum(b > a for a, b in zip(ys, ys[1:])) >= 0.8 * (len(ys) - 1)
+        rising = sum(b - a >= self.min_bytes_per_step / 4 for a, b in zip(ys, ys[1:])) >= 0.8 * (len(ys) - 1)
         if slope < self.min_bytes_per_step or not rising: return None
         self.found = self._explain(step, slope, ys)
         emit("note", text="memory growth: " + self.found.text())
@@ -83,9 +130,9 @@ class MemoryGrowthDetector:
         return MemoryGrowth(step=step, bytes_per_step=slope, window=ys, graph_tensors=len(kept), cause=cause, fix=fix)
 
 def _slope(ys: list[int]) -> float:
-    "Least-squares slope of `ys` against their index."
-    n = len(ys); mx = (n - 1) / 2; my = sum(ys) / n
-    return sum((i - mx) * (y - my) for i, y in enumerate(ys)) / sum((i - mx) ** 2 for i in range(n))
+    "Theil-Sen slope of `ys` against their index: the median of the slopes between every pair, so one jump cannot make a trend."
+    s = sorted((ys[j] - ys[i]) / (j - i) for i in range(len(ys)) for j in range(i + 1, len(ys)))
+    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2
 
 # %% ../../nbs/31_memory_guards.ipynb #7ea2cafb
 OOM_MESSAGES = ("out of memory", "can't allocate memory", "cannot allocate memory")
