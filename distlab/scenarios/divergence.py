@@ -68,7 +68,7 @@ register(Scenario(
     id="caught-reduction-error", title="Caught reduction error: one rank skips DDP's error and carries on",
     family="numerics", seeds=("003",),
     symptom="One rank logs 'skipped after a DDP error: Expected to have finished reduction in the prior iteration' "
-            "on every step and then nothing; the other rank logs nothing after its first step; the job never ends.",
+            "on every step and then nothing; the other rank never logs its first step; the job never ends.",
     explanation="The error says that on this rank some parameters took no part in the last loss, so DDP could not "
                 "finish reducing their bucket; the peers, whose buckets were complete, are inside that bucket's "
                 "all-reduce, waiting for this rank. Skipping the step cannot repair that: the reducer stays "
