@@ -9,7 +9,7 @@ __all__ = ['DIVERGENCE', 'check_every_step_reduced']
 import math
 from pathlib import Path
 from . import Expect, Measured, Scenario, Variant, register
-from ..watch.analysis import read_rank_events
+from ..rank.events import read_events
 
 # %% ../../nbs/42a_divergence.ipynb #72a294f4
 register(Scenario(
@@ -54,7 +54,7 @@ def check_every_step_reduced(result, steps: int = 6) -> Measured:
     done = {}
     for p in sorted((Path(result.run_dir) / "events").glob("rank*.jsonl")):
         r = int(p.stem.removeprefix("rank"))
-        evs = [e for e in read_rank_events(result.run_dir, r) if e.get("ev") == "coll"]
+        evs = [e for e in read_events(result.run_dir, r) if e.get("ev") == "coll"]
         big = {e["seq"] for e in evs if e.get("state") == "started" and e.get("op") == "all_reduce"
                and sum(math.prod(s) for s in e.get("shapes") or []) > 64}
         done[r] = sum(1 for e in evs if e.get("state") == "completed" and e.get("seq") in big)
