@@ -28,6 +28,7 @@ def test_every_hangs_lesson_is_listed():
 
 @pytest.mark.slow
 @pytest.mark.papermill
+@pytest.mark.timeout(900)  # it may be the test that runs walkthrough 01 (about 5 minutes on 2 busy cores)
 def test_the_code_shown_is_the_code_that_ran(walkthroughs):
     "Every rank of every lesson run of walkthrough 01 ran exactly the bytes `show` prints (SHA-256 in its hello event)."
     runs = walkthroughs.by_variant("01_hangs_and_mismatches")

@@ -1,12 +1,12 @@
 """The divergence lessons (distlab.scenarios.divergence) on real ranks at world 2: each broken script is diagnosed
 with its kind, culprit rank and the script's own lines, each fixed script trains clean, and the grader takes a
-second, different fix and refuses a non-fix with the watcher's reason. All runs (8 variants, 7 learner tries under
-tests/fixes/<id>/) go two at a time in one pool."""
+second, different fix and refuses a non-fix with the watcher's reason. The broken and fixed runs are walkthroughs 01's
+and 04's (made once per session); the 7 learner tries under tests/fixes/<id>/ go two at a time."""
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
-from distlab.scenarios import SCENARIOS, run_scenario
+from distlab.scenarios import SCENARIOS
 from distlab.scenarios.divergence import DIVERGENCE
 from distlab.scenarios.lesson import ran_hashes, try_fix
 from helpers import gone_within
@@ -41,17 +41,20 @@ def test_the_tries_cover_two_fixes_and_a_non_fix_of_two_scenarios():
     assert len(both) >= 2, both
 
 
+WALKTHROUGH = {"hangs": "01_hangs_and_mismatches", "numerics": "04_numerics"}  # where each family's runs are made
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    "Every variant of every divergence scenario, and every try, on 2 real gloo ranks, two jobs at a time."
+def runs(walkthroughs, tmp_path_factory):
+    "Every variant of every divergence scenario (the walkthroughs' runs, made once per session) and every try on 2 real gloo ranks, two at a time."
     root = tmp_path_factory.mktemp("divergence")
-    jobs = [("run", sid, v) for sid in DIVERGENCE for v in ("broken", "fixed")] + [("try", s, n) for s, n, _, _ in TRIES]
-    def one(job):
-        what, sid, name = job
-        if what == "run": return run_scenario(sid, name, nproc=NPROC, runs_root=root, backend="gloo")
-        return try_fix(sid, FIXES / sid / name, nproc=NPROC, backend="gloo", runs_root=root)
     with ThreadPoolExecutor(2) as pool:
-        out = dict(zip([j for j in jobs], pool.map(one, jobs)))
+        tries = pool.map(lambda t: try_fix(t[0], FIXES / t[0] / t[1], nproc=NPROC, backend="gloo", runs_root=root), TRIES)
+        out = {("try", s, n): v for (s, n, _, _), v in zip(TRIES, tries)}
+    for fam in {SCENARIOS[sid].family for sid in DIVERGENCE}:
+        for (sid, variant), o in walkthroughs.by_variant(WALKTHROUGH[fam]).items():
+            if sid in DIVERGENCE: out["run", sid, variant] = o
+    assert {(sid, v) for _, sid, v in out if sid in DIVERGENCE and v in ("broken", "fixed")} >= {(s, v) for s in DIVERGENCE for v in ("broken", "fixed")}
     for o in out.values(): gone_within(Path((o.outcome if hasattr(o, "outcome") else o).run_dir).name, 5)
     return out
 
