@@ -7,7 +7,7 @@ from distlab.scenarios import SCENARIOS
 from helpers import gone_within
 
 NPROC = 2
-PERFORMANCE = sorted(s.id for s in SCENARIOS.values() if s.family == "performance" and s.rank_fn.startswith("distlab.scenarios.performance:"))
+PERFORMANCE = sorted(s.id for s in SCENARIOS.values() if s.family == "performance" and (s.rank_fn or "").startswith("distlab.scenarios.performance:"))
 
 
 pytestmark = pytest.mark.timeout(900)  # the first test here may be the one that runs the walkthrough
