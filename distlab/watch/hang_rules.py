@@ -32,7 +32,7 @@ def call_frames(rec: dict, t: RankTrack | None = None, ctx: Context | None = Non
         if tb and _on_stack(fr := user_frames(tb), rec): return fr, "traceback"
         if ctx is not None and ctx.run_dir is not None and not ctx.final and t.alive and t.stacks_ok and t.pid \
                 and any(r is rec for r in t.open.values()):  # still inside it: its stack is the path to this call
-            from .watcher import collect_stacks
+            from distlab.watch.watcher import collect_stacks
             dump = collect_stacks(ctx.run_dir, {t.rank: t.pid}, STACK_WAIT_S).get(t.rank, "")
             if _on_stack(fr := user_frames(dump), rec): return fr, "stack"
     return own, "site"
