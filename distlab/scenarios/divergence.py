@@ -14,6 +14,7 @@ from ..rank.events import read_events
 # %% ../../nbs/42a_divergence.ipynb #72a294f4
 register(Scenario(
     id="oom-retry-alone", title="Out of memory: one rank halves its batch and carries on alone",
+    default_nproc=2,  # written for 2 ranks: which rank strays is a rank number in the script
     family="hangs", seeds=("000", "003"),
     symptom="One rank logs an out-of-memory error and 'micro-batches of 512 from now on', training seems to go on, "
             "and then the job stops at the end of training (or at the next checkpoint barrier) with every process "
@@ -66,6 +67,7 @@ def check_every_step_reduced(result, steps: int = 6) -> Measured:
 # %% ../../nbs/42a_divergence.ipynb #e4567aa8
 register(Scenario(
     id="caught-reduction-error", title="Caught reduction error: one rank skips DDP's error and carries on",
+    default_nproc=2,  # written for 2 ranks: which rank strays is a rank number in the script
     family="numerics", seeds=("003",),
     symptom="One rank logs 'skipped after a DDP error: Expected to have finished reduction in the prior iteration' "
             "on every step and then nothing; the other rank never logs its first step; the job never ends.",
@@ -98,6 +100,7 @@ register(Scenario(
 # %% ../../nbs/42a_divergence.ipynb #fee3415d
 register(Scenario(
     id="random-extra-collective", title="Random extra collective: a per-rank coin decides whether to all-reduce",
+    default_nproc=2,  # written for 2 ranks: which rank strays is a rank number in the script
     family="hangs", seeds=("004",),
     symptom="The job hangs, or gloo aborts a rank with 'Received data size doesn't match expected size', after a few "
             "steps that logged fine; a rerun with another seed fails at another step, which makes it look random.",
@@ -125,6 +128,7 @@ register(Scenario(
 # %% ../../nbs/42a_divergence.ipynb #fa8dc539
 register(Scenario(
     id="data-dependent-branch", title="Data-dependent branch: a batch statistic decides which layers run",
+    default_nproc=2,  # written for 2 ranks: which rank strays is a rank number in the script
     family="numerics", seeds=("003",),
     symptom="The second step fails on some ranks with 'Expected to have finished reduction in the prior iteration', "
             "'Parameter indices which did not receive grad for rank 1: 4 5', while another rank sits in a gradient "
