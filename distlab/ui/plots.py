@@ -16,8 +16,9 @@ from ..rank.events import EventWriter, events_path, read_events, event_ranks
 from ..watch.analysis import RankTrack, tracks_from_events, rank_steps, rank_state
 
 # %% auto #0
-__all__ = ['write_sample_run', 'RunEvents', 'load_run', 'events_to_run', 'plot_progress', 'CollSpan', 'coll_spans', 'Divergence',
-           'divergence_of', 'run_diagnosis', 'divergence_window', 'plot_timeline', 'fig_png', 'save_run_figures']
+__all__ = ['write_sample_run', 'RunEvents', 'load_run', 'events_to_run', 'progress_window', 'plot_progress', 'CollSpan',
+           'coll_spans', 'Divergence', 'divergence_of', 'run_diagnosis', 'divergence_window', 'plot_timeline',
+           'fig_png', 'save_run_figures']
 
 # %% ../../nbs/50_plots.ipynb #404e603b
 def write_sample_run(run_dir: str | Path,  # directory to create (a run directory's layout)
@@ -145,11 +146,31 @@ def _step_points(t: RankTrack, t0: float) -> tuple[list[float], list[int]]:
     if not t.step_events: pts = [(x - t0, i + 1) for i, x in enumerate(t.ddp_step_ts)]
     return [x for x, _ in pts], [y for _, y in pts]
 
+def progress_window(run: RunEvents,  # the run's events
+                    series: dict[int, tuple[list[float], list[int]]],  # rank -> (seconds, steps done), as `_step_points` gives
+                   ) -> tuple[float, float]:
+    "The seconds since start the progress plot shows: from just before the first step (else the first collective, else the first event) to the end."
+    span = max(run.t_end - run.t0, 1e-3)
+    firsts = [xs[0] for xs, _ in series.values() if xs]
+    if firsts:  # a step event marks the end of its step: start one typical step earlier
+        gaps = sorted(b - a for xs, _ in series.values() for a, b in zip(xs, xs[1:]))
+        step_s = gaps[len(gaps) // 2] if gaps else 0.02 * (span - min(firsts))
+        left = max(0.0, min(firsts) - max(step_s, 1e-3))
+    else:
+        colls = [t - run.t0 for evs in run.by_rank.values() for e in evs if e.get("ev") == "coll" and (t := _num(e.get("t"))) is not None]
+        starts = [t - run.t0 for evs in run.by_rank.values() for e in evs[:1] if (t := _num(e.get("t"))) is not None]
+        left = min(colls or starts or [0.0])
+    finished = all(rank_state(t) == "finished" for t in run.tracks.values()) and firsts
+    # a clean run ends at its last event (torchrun's teardown after it shows nothing); any other at the end of the run
+    ends = [t - run.t0 for evs in run.by_rank.values() for e in evs[-1:] if (t := _num(e.get("t"))) is not None]
+    right = max(ends) if finished and ends else span
+    return left, max(right, left + 1e-3)
+
 def plot_progress(run: RunEvents | str | Path,  # a run directory or events already read
                   fig: Figure | None = None,  # draw into this figure (default: a new one)
                   culprits: list[int] = (),  # ranks to draw in red (e.g. the diagnosis's)
                  ) -> Figure:
-    "Steps finished vs seconds since start, one line per rank; a rank that stopped is a flat tail."
+    "Steps finished vs seconds since start, one line per rank, from the first step on; a rank that stopped is a flat tail."
     if not isinstance(run, RunEvents): run = load_run(run)
     fig = fig or Figure(figsize=(7, 3.2), layout="constrained")
     ax = fig.subplots()
@@ -170,9 +191,9 @@ def plot_progress(run: RunEvents | str | Path,  # a run directory or events alre
         else:
             ax.plot([line_x[-1]], [line_y[-1]], marker="o", color=color, ms=5, transform=tr)
     top = max([ys[-1] for xs, ys in series.values() if ys] + [1])
-    starts = [t - run.t0 for evs in run.by_rank.values() for e in evs[:1] if (t := _num(e.get("t"))) is not None]
-    left = min(starts) if starts else 0.0  # skip the seconds of interpreter start-up before any rank spoke
-    ax.set_xlim(max(0.0, left - 0.05 * (span - left) - 0.5), span * 1.02); ax.set_ylim(-0.05 * top - 0.3, top * 1.25 + 0.5)  # room for the legend
+    left, right = progress_window(run, series)
+    pad = 0.04 * (right - left)
+    ax.set_xlim(left - pad, right + pad); ax.set_ylim(-0.05 * top - 0.3, top * 1.25 + 0.5)  # room for the legend
     ax.set_xlabel("seconds since start"); ax.set_ylabel("steps finished")
     ax.set_title("progress per rank (x: no progress until the end)", fontsize=10)
     ax.grid(alpha=0.3)
