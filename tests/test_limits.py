@@ -1,0 +1,56 @@
+"""Real limits (distlab.run.limits) leave nothing behind, whatever way their owner ends: released, SIGKILLed (its
+reaper removes them), or SIGKILLed with its reaper (the next start sweeps them); a live owner's are never swept."""
+import json, os, signal, subprocess, sys, time
+import psutil
+import pytest
+from distlab.run.limits import Limits, apply_limits, leftovers, missing_privileges, sweep_leftovers
+
+BOTH = Limits(cpu_quota=0.3, read_mb_s=4, fill="distlab.run.limits:write_test_files")
+pytestmark = pytest.mark.skipif(missing_privileges(BOTH) is not None, reason=f"not run: {missing_privileges(BOTH)}")
+NOTHING = {"cgroups": [], "mounts": [], "loops": [], "volumes": [], "state": []}
+OWNER = ("from distlab.run.limits import *; import sys; a = apply_limits(Limits(cpu_quota=0.3, read_mb_s=4, "
+         "fill='distlab.run.limits:write_test_files'), nproc=2); print(a.token, flush=True); sys.stdin.read()")
+
+
+def gone_within(token: str, seconds: float = 20.0) -> dict:
+    "Poll until nothing of `token` is left (or the deadline); what is left."
+    end = time.monotonic() + seconds
+    while (left := leftovers(token)) != NOTHING and time.monotonic() < end: time.sleep(0.1)
+    return left
+
+
+def start_owner():
+    p = subprocess.Popen([sys.executable, "-c", OWNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    token = p.stdout.readline().strip()
+    left = leftovers(token)
+    assert all(left[k] for k in ("cgroups", "mounts", "loops", "volumes", "state")), left  # all made
+    assert len(left["cgroups"]) == 2, left  # cpu and blkio
+    return p, token
+
+
+def test_released_limits_leave_nothing():
+    a = apply_limits(BOTH, nproc=2)
+    assert leftovers(a.token)["loops"]
+    assert a.release() == {}
+    assert leftovers(a.token) == NOTHING
+
+
+def test_an_owner_killed_outright_is_cleaned_up_by_its_reaper():
+    p, token = start_owner()
+    p.send_signal(signal.SIGKILL); p.wait()
+    assert gone_within(token) == NOTHING
+
+
+def test_what_a_killed_owner_and_reaper_left_is_swept_at_the_next_start():
+    p, token = start_owner()
+    reaper = [q for q in psutil.process_iter(["cmdline"]) if q.info["cmdline"] and q.info["cmdline"][-2:] == ["reap", token]]
+    assert len(reaper) == 1, reaper
+    reaper[0].kill(); p.send_signal(signal.SIGKILL); p.wait(); reaper[0].wait(5)
+    assert leftovers(token) != NOTHING  # nobody removed them
+    mine = apply_limits(Limits(cpu_quota=0.5), nproc=2)  # the next start sweeps first
+    try:
+        assert leftovers(token) == NOTHING
+        assert sweep_leftovers(min_age_s=0) == []  # a live owner's limits are not touched
+        assert leftovers(mine.token)["cgroups"]
+    finally: mine.release()
+    assert leftovers(mine.token) == NOTHING
