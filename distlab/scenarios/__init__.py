@@ -82,6 +82,8 @@ class Scenario:
     "hints for a learner fixing the broken script, from a nudge to nearly the answer"
     needs_root: bool = False
     "it changes the machine (a mount, a network namespace): without root or CAP_SYS_ADMIN it is not run, with that reason"
+    limits: dict = field(default_factory=dict)
+    "the environment its ranks run in, as `distlab.run.limits.Limits` fields (a CPU quota on a rank, throttled storage): made around each launch; give `needs_root` too"
 
     def __post_init__(self):
         lacking = [n for n, v in self.variants.items() if v.script is None and self.rank_fn is None]

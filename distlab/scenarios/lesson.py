@@ -50,6 +50,9 @@ def show(id: str, variant: str = "broken", *, diff: bool | None = None, numbers:
     env = " ".join(f"{k}={shlex.quote(str(val))}" for k, val in ((s.launch_options or {}).get("env") or {}).items())
     head = [f"# {s.title}", f"# {variant}: {v.description}", f"# file: {path}",
             f"# run it: {env + ' ' if env else ''}distlab launch --nproc-per-node {s.min_nproc} {path.name}"]
+    if s.limits:  # what the scenario's launch adds around the script: a CPU quota, throttled storage
+        from distlab.run.limits import Limits
+        head.append(f"# environment (made by `distlab run {id}`, needs root): {Limits(**s.limits).describe(s.min_nproc)}")
     if diff is None: diff = variant != "broken"
     if diff: return "\n".join(head + ["# the fix, against broken.py:", ""]) + "\n" + script_diff(id, variant)
     src = script_source(id, variant)

@@ -100,15 +100,34 @@ def start_scenario(id: str, variant: str = "broken", *, nproc: int | None = None
     if why := unmet_needs(s): raise NotRunnable(why)
     opts = {**s.launch_options, **launch_options}
     opts["env"] = {**(opts.get("env") or {}), FAST_EXIT_ENV: "1"}  # see distlab.rank.shim: torch's teardown abort is not the lesson
+    limits = _make_limits(s, nproc, opts, on_exit) if s.limits else None
     common = dict(nproc=nproc, backend=backend, name=name or f"{id}-{variant}", runs_root=runs_root,
-                  timeout_s=timeout_s or s.timeout_s, on_line=on_line, on_diagnosis=on_diagnosis, on_exit=on_exit, **opts)
-    if script is not None or v.script is not None:  # the learner-facing script itself, as `distlab launch` runs a user's
-        path = Path(script) if script is not None else s.script_path(variant)
-        if not path.is_file(): raise FileNotFoundError(f"no script {path} to run for scenario {id!r}")
-        return launch(str(path), list(v.args), **common)
-    cfg = TrainConfig.from_dict({**TrainConfig().to_dict(), **s.train, **(train or {})})
-    spec = worker_spec(id, variant, s.rank_fn, v.params, cfg.to_dict())
-    return launch("distlab.rank.worker", [spec], module=True, **common)
+                  timeout_s=timeout_s or s.timeout_s, on_line=on_line, on_diagnosis=on_diagnosis,
+                  on_exit=limits[1] if limits else on_exit, **opts)
+    try:
+        if script is not None or v.script is not None:  # the learner-facing script itself, as `distlab launch` runs a user's
+            path = Path(script) if script is not None else s.script_path(variant)
+            if not path.is_file(): raise FileNotFoundError(f"no script {path} to run for scenario {id!r}")
+            run = launch(str(path), list(v.args), **common)
+        else:
+            cfg = TrainConfig.from_dict({**TrainConfig().to_dict(), **s.train, **(train or {})})
+            spec = worker_spec(id, variant, s.rank_fn, v.params, cfg.to_dict())
+            run = launch("distlab.rank.worker", [spec], module=True, **common)
+    except BaseException:
+        if limits: limits[0].release()
+        raise
+    if limits: limits[0].attach(run.pid, run.run_id)  # its ranks into their cgroups as they start
+    return run
+
+def _make_limits(s: Scenario, nproc: int, opts: dict, on_exit):
+    "The scenario's limits made for one run (`distlab.run.limits`; their env joins `opts`), and an on_exit that releases them first."
+    from distlab.run.limits import Limits, apply_limits
+    applied = apply_limits(Limits(**s.limits), nproc)
+    opts["env"].update(applied.env)
+    def release_then(result):
+        applied.release()
+        if on_exit is not None: on_exit(result)
+    return applied, release_then
 
 def run_scenario(id: str, variant: str = "broken", *, nproc: int | None = None, **kw) -> ScenarioOutcome:
     "Run scenario `id` in `variant` to the end and say whether it did what that variant expects."
