@@ -4,7 +4,7 @@
 
 # %% ../../nbs/48_checkpoints.ipynb #1cb485bd
 from __future__ import annotations
-import contextlib, hashlib, os, random, signal, statistics, time
+import contextlib, hashlib, os, random, re, signal, statistics, time
 from pathlib import Path
 import torch
 import torch.distributed as dist
@@ -28,11 +28,12 @@ except ImportError: np = None
 # %% auto #0
 __all__ = ['MAX_ASYNC_BLOCKED_SHARE', 'seed_everything', 'CkptJob', 'run_dir_checkpoints', 'report', 'weights_sha',
            'checkpoint_prefix', 'notes', 'check_prefix_fixed', 'check_prefix_broken', 'result_world',
-           'every_rank_writes', 'check_every_rank_broken', 'check_every_rank_fixed', 'killed_mid_write', 'torn_write',
-           'check_torn_broken', 'check_torn_fixed', 'train_run', 'resume_drift', 'loss_comparison',
-           'check_drift_broken', 'check_drift_fixed', 'preemption', 'losses_by_gen', 'preemption_figures',
-           'check_preemption_broken', 'check_preemption_fixed', 'slow_checkpoint', 'check_slow_broken',
-           'check_slow_fixed', 'RunsCodeWhenUnpickled', 'unsafe_load', 'check_unsafe_broken', 'check_unsafe_fixed']
+           'every_rank_writes', 'check_every_rank_broken', 'check_every_rank_fixed', 'printed', 'last_error',
+           'check_torn_broken', 'check_torn_fixed', 'mounts_under', 'check_disk_full_broken', 'check_disk_full_fixed',
+           'train_run', 'resume_drift', 'loss_comparison', 'check_drift_broken', 'check_drift_fixed', 'preemption',
+           'losses_by_gen', 'preemption_figures', 'check_preemption_broken', 'check_preemption_fixed',
+           'slow_checkpoint', 'check_slow_broken', 'check_slow_fixed', 'RunsCodeWhenUnpickled', 'unsafe_load',
+           'check_unsafe_broken', 'check_unsafe_fixed']
 
 # %% ../../nbs/48_checkpoints.ipynb #6f7ae4cb
 def seed_everything(seed: int, rank: int):
@@ -189,77 +190,76 @@ def check_every_rank_fixed(result) -> Measured:
     return m
 
 # %% ../../nbs/48_checkpoints.ipynb #6476bdcd
-class _DyingFile:
-    "A file that kills its own process with SIGKILL once `after_bytes` have been written (and reached the OS)."
-    def __init__(self, f, after_bytes: int): self.f, self.left = f, after_bytes
-    def write(self, b):
-        if len(b) >= self.left:
-            self.f.write(b[:self.left]); self.f.flush()
-            os.kill(os.getpid(), signal.SIGKILL)  # EMULATION: the node dies (OOM killer, power, spot) in the middle of the write
-        self.left -= len(b)
-        return self.f.write(b)
-    def flush(self): self.f.flush()
+def printed(run_dir, pattern: str) -> list[tuple[int, re.Match]]:
+    "(rank, match) for each line a rank printed that matches `pattern` (its stdout log: every restart, in order)."
+    out = []
+    for p in sorted((Path(run_dir) / "logs").glob("rank*.stdout")):
+        r = int(p.name.removeprefix("rank").split(".")[0])
+        out += [(r, m) for line in p.read_text(errors="replace").splitlines() if (m := re.search(pattern, line))]
+    return out
 
-@contextlib.contextmanager
-def killed_mid_write(after_bytes: int):
-    "Inside this block, `torch.save` (to a path or a file) SIGKILLs the process after `after_bytes` bytes."
-    real = torch.save
-    def dying_save(obj, f, *a, **kw):
-        if isinstance(f, (str, os.PathLike)):
-            with open(f, "wb") as fh: return real(obj, _DyingFile(fh, after_bytes), *a, **kw)
-        return real(obj, _DyingFile(f, after_bytes), *a, **kw)
-    torch.save = dying_save
-    try: yield
-    finally: torch.save = real
+def last_error(result) -> str | None:
+    "The last line of the failing rank's traceback that names an error."
+    err = (result.failure or {}).get("traceback") or ""
+    return next((l.strip()[:200] for l in reversed(err.splitlines()) if "Error" in l), None)
 
-def torn_write(ctx: RankContext):
-    "Save every few steps; rank 0 is SIGKILLed in the middle of one save; torchrun restarts the job, which resumes. Broken: torch.save straight to latest.pt. Fixed: CheckpointDir."
-    ctx.init()
-    p, gen, job = ctx.params, restart_generation(), CkptJob(ctx)
-    root = run_dir_checkpoints("torn")
-    ck, latest = CheckpointDir(root, keep=2), root / "latest.pt"
-    start, skipped = 0, []
-    if p["atomic"]:
-        state, rep = ck.load_latest()
-        skipped = rep.skipped
-    else:
-        state = torch.load(latest, weights_only=True) if latest.exists() else None  # BROKEN: a torn file fails here
-    if state is not None: start = job.restore(state)
-    report(f"rank {ctx.rank} gen {gen}: starting at step {start}" + "".join(f"; skipped {n}: {why}" for n, why in skipped),
-           start=start, skipped=skipped)
-    for step, x, y in job.batches(start):
-        ctx.step(step, loss=job.step(x, y))
-        done = step + 1
-        if done % p["save_every"] == 0:
-            state = job.state(done)
-            dying = gen == 0 and ctx.rank == 0 and done == p["kill_at"]
-            with killed_mid_write(p["kill_after_bytes"]) if dying else contextlib.nullcontext():
-                if p["atomic"]: save_on_rank0(state, ck, done)
-                else:
-                    dist.barrier()
-                    if ctx.rank == 0: root.mkdir(parents=True, exist_ok=True); torch.save(state, latest)  # BROKEN: in place
-                    dist.barrier()
-        if done == p["steps"]: break
-    ctx.loop_done(p["steps"])
+def _torn(text: str) -> bool:
+    return any(s in text for s in ("central directory", "failed reading zip archive", "Unpickl", "EOFError"))
 
 def check_torn_broken(result) -> Measured:
-    "Broken: the restarted job could not read its only checkpoint."
-    err = (result.failure or {}).get("traceback") or ""
-    m = Measured({"restarts": result.restarts, "error": next((l.strip() for l in reversed(err.splitlines()) if "Error" in l), None)})
+    "Broken: the restarted job could not read its only checkpoint, cut short by the kill."
+    saved = [int(m[2]) for _, m in printed(result.run_dir, r"saved step (\d+) \((\d+) bytes\)")]
+    path = checkpoints_path(result.run_dir) / "latest.pt"
+    m = Measured({"restarts": result.restarts, "whole_checkpoint_bytes": saved[-1] if saved else None,
+                  "torn_checkpoint_bytes": path.stat().st_size if path.exists() else None, "error": last_error(result)})
     if result.restarts < 1: m.problems.append("torchrun did not restart the job")
-    if "zip" not in err and "central directory" not in err and "Unpickl" not in err: m.problems.append(f"the failure is not a torn checkpoint: {m.figures['error']}")
+    if not _torn((result.failure or {}).get("traceback") or ""): m.problems.append(f"the failure is not a torn checkpoint: {m.figures['error']}")
     return m
 
 def check_torn_fixed(result) -> Measured:
-    "Fixed: the restarted ranks resumed from the previous checkpoint, said which file they skipped, and finished."
-    ns = [n for n in notes(result.run_dir) if n["gen"] >= 1]
-    starts = sorted({n["start"] for n in ns})
-    skipped = [s for n in ns for s in n["skipped"]]
-    m = Measured({"restarts": result.restarts, "resumed_from_step": starts[0] if starts else None,
-                  "skipped": skipped[0] if skipped else None})
-    if result.restarts < 1: m.problems.append("torchrun did not restart the job")
-    if len(starts) != 1 or starts[0] <= 0: m.problems.append(f"the restarted ranks did not resume from one earlier checkpoint: starts {starts}")
-    if not skipped: m.problems.append("the load did not report the killed save's file")
+    "Fixed: after the restart every rank resumed from one earlier checkpoint (not from scratch) and finished."
+    starts = {r: int(m[3]) for r, m in printed(result.run_dir, r"rank (\d+) restart (\d+): starting at step (\d+)") if int(m[2]) >= 1}
+    died_at = max((int(m[1]) for _, m in printed(result.run_dir, r"saved step (\d+)")), default=0)
+    finished = {r for r, _ in printed(result.run_dir, r"finished at step (\d+)")}
+    world = result_world(result)
+    m = Measured({"restarts": result.restarts, "resumed_from_step": min(starts.values(), default=None)})
+    if result.restarts < 1: m.problems.append("torchrun did not restart the job: no save was interrupted")
+    if len(starts) != world or len(set(starts.values())) != 1 or min(starts.values()) <= 0:
+        m.problems.append(f"the restarted ranks did not all resume from one earlier checkpoint: start steps per rank {starts}")
+    if len(finished) != world: m.problems.append(f"ranks {sorted(set(range(world)) - finished)} did not print that they finished")
+    return m
+
+# %% ../../nbs/48_checkpoints.ipynb #d15cf012
+def mounts_under(path) -> list[str]:
+    "Mount points at or below `path` in this process's mount namespace (a scenario's small disk must leave none)."
+    root = str(Path(path).resolve())
+    pts = [l.split()[4] for l in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [p for p in pts if p == root or p.startswith(root + "/")]
+
+def _disk_figures(result) -> Measured:
+    first = [int(m[1]) for _, m in printed(result.run_dir, r"saved step 0 \((\d+) bytes\)")]
+    failed = [(int(m[1]), m[2]) for _, m in printed(result.run_dir, r"the save of step (\d+) failed: (.*); training goes on")]
+    m = Measured({"first_checkpoint_bytes": first[0] if first else None, "failed_saves_at_steps": [s for s, _ in failed],
+                  "save_error": failed[0][1][:120] if failed else None,
+                  "mounts_left": mounts_under(checkpoints_path(result.run_dir))})
+    if not failed: m.problems.append("no save ran out of space: the disk was not full")
+    if m.figures["mounts_left"]: m.problems.append(f"the small disk is still mounted: {m.figures['mounts_left']}")
+    return m
+
+def check_disk_full_broken(result) -> Measured:
+    "Broken: the saves failed half-way on a full disk, and the checkpoint left behind does not load."
+    m = _disk_figures(result)
+    m.figures["load_error"] = last_error(result)
+    if not _torn((result.failure or {}).get("traceback") or ""): m.problems.append(f"the last checkpoint did not fail to load as a torn file: {m.figures['load_error']}")
+    return m
+
+def check_disk_full_fixed(result) -> Measured:
+    "Fixed: the saves still failed (the disk is full), and the job's last checkpoint loads: the previous one, kept whole."
+    m = _disk_figures(result)
+    loads = [int(m[1]) for _, m in printed(result.run_dir, r"loads: step (\d+)")]
+    m.figures |= {"loaded_step": loads[-1] if loads else None,
+                  "said_it_was_kept": bool(printed(result.run_dir, r"untouched and still loads"))}
+    if not loads: m.problems.append("the job's last checkpoint was not loaded (no 'loads: step N' line from rank 0)")
     return m
 
 # %% ../../nbs/48_checkpoints.ipynb #54e5afc0
@@ -567,23 +567,52 @@ register(Scenario(
     symptom="After a crash, an OOM kill or a preemption during a save, the job cannot resume: "
             "`PytorchStreamReader failed reading zip archive: failed finding central directory` or "
             "`EOFError`/`UnpicklingError` on the latest checkpoint, and no older one to fall back to.",
-    explanation="`torch.save(state, 'latest.pt')` truncates the old file first and writes the new one in place: "
-                "killed in between, the only checkpoint is half a zip archive. Here rank 0 is SIGKILLed after "
-                "the first bytes of its third save (an emulation of the node dying mid-write) and torchrun "
-                "restarts the job (`max_restarts=1`). Guide 000 suggests re-loading after every save and "
-                "retrying: that doubles the I/O and still leaves a torn file when the kill comes before the "
-                "check. The fix writes a temporary file in the same directory, fsyncs it, renames it over the "
-                "target and fsyncs the directory; a manifest lists finished checkpoints with their SHA-256, "
-                "the last K are kept, and the loader walks back from the newest to the first that verifies, "
-                "naming what it skipped.",
-    rank_fn=f"{_P}:torn_write", train=_TRAIN, default_nproc=2, timeout_s=150.0, launch_options=_RESTART,
+    explanation="Opening the checkpoint for writing (which `torch.save(state, path)` does too) empties it at once; "
+                "it is a whole checkpoint again only when the write ends. Killed in between, the only checkpoint "
+                "is half a zip archive, whose table of contents (written last) is missing. Here rank 0 dies after "
+                "the first 4 KiB of its third save (`DiesMidWrite`, an emulation of the machine dying: SIGKILL "
+                "from inside the write) and torchrun restarts the job once (`--max-restarts 1`). Guide 000 suggests "
+                "loading the file again after each save and retrying on error: that doubles the I/O and does nothing "
+                "for a process that is killed, which never gets to the check. The fix writes a temporary file beside "
+                "the checkpoint, fsyncs it and renames it over the old name: a rename is atomic, so the name points "
+                "at the old checkpoint or the new one, never at half of one. distlab's `CheckpointDir` adds a "
+                "manifest with checksums and keeps the last K.",
+    hints=("Which line makes the old checkpoint disappear, before a single byte of the new one is written?",
+           "Write the new checkpoint somewhere else first, and only then make it the checkpoint.",
+           "Save to `path + '.tmp'`, flush and `os.fsync` it, then `os.replace(tmp, path)`: a rename is all or nothing."),
+    default_nproc=2, timeout_s=150.0, launch_options=_RESTART,
     variants={
-        "broken": Variant(name="broken", description="torch.save straight to latest.pt; killed mid-save; the restart cannot load it",
-                          params={"steps": 16, "save_every": 4, "kill_at": 12, "kill_after_bytes": 4096, "atomic": False},
-                          expect=Expect(status="failed", kind="rank-died", checks=(f"{_P}:check_torn_broken",))),
-        "fixed": Variant(name="fixed", description="CheckpointDir: atomic save, manifest with checksums; the restart resumes from the previous one",
-                         params={"steps": 16, "save_every": 4, "kill_at": 12, "kill_after_bytes": 4096, "atomic": True},
-                         expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_torn_fixed",))),
+        "broken": Variant(name="broken", description="torch.save into latest.pt in place; killed mid-save; the restart cannot load it",
+                          script="broken.py", expect=Expect(status="failed", kind="rank-died", checks=(f"{_P}:check_torn_broken",))),
+        "fixed": Variant(name="fixed", description="save to a temporary file, fsync, rename over latest.pt; the restart resumes from the previous save",
+                         script="fixed.py", expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_torn_fixed",))),
+    }))
+
+register(Scenario(
+    id="checkpoint-disk-full", title="Disk full: a save that runs out of space destroys the only checkpoint",
+    family="checkpoints", seeds=("000",), needs_root=True,
+    symptom="`RuntimeError: [enforce fail at inline_container.cc] . unexpected pos 2107264 vs 2107156` (or "
+            "`PytorchStreamWriter failed writing file`) from `torch.save`, and later, when the job or the next one "
+            "loads its checkpoint, `PytorchStreamReader failed reading zip archive: failed finding central directory`.",
+    explanation="A disk that fills up makes a save fail half-way, like a kill does, and `torch.save` to a path "
+                "reports it in its own words (`unexpected pos`) rather than as `No space left on device`. Saved in "
+                "place, the checkpoint was emptied before the write began, so what is left is a torn file: the "
+                "training went on (the script caught the error, as many do), and its checkpoint is gone. Here the "
+                "first checkpoint (weights and an Adam optimizer with no state yet) fits on a 2.5 MiB disk; the "
+                "next ones, with Adam's two moments per weight, are three times larger and do not. The fix is the "
+                "torn-write fix: write a temporary file, fsync, rename; when the write fails, delete the temporary "
+                "file, which gives the space back, and say that the previous checkpoint is untouched. Guide 000's "
+                "retry loop would retry into the same full disk. The disk is a tmpfs that rank 0 mounts in a mount "
+                "namespace of its own, so it needs root, and it disappears with the rank however the rank ends.",
+    hints=("Which line destroys the step-0 checkpoint, before the new one has proved that it fits?",
+           "The new checkpoint cannot fit; the old one can survive if the new one is written next to it, not over it.",
+           "Save to `path + '.tmp'`, fsync, `os.replace(tmp, path)`; if the save raises, remove the temporary file and re-raise."),
+    default_nproc=2, timeout_s=120.0,
+    variants={
+        "broken": Variant(name="broken", description="torch.save in place: the failed save leaves a torn file, the final load fails",
+                          script="broken.py", expect=Expect(status="failed", kind="rank-died", culprits=(0,), checks=(f"{_P}:check_disk_full_broken",))),
+        "fixed": Variant(name="fixed", description="temporary file, fsync, rename; a failed save removes its temporary file and the step-0 checkpoint still loads",
+                         script="fixed.py", expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_disk_full_fixed",))),
     }))
 
 register(Scenario(
