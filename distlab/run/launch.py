@@ -263,8 +263,12 @@ class Run:
     def _make_watcher(self):
         try:
             from distlab.watch.watcher import Watcher
-            return Watcher(self.run_dir, self.world_size, stall_after_s=self.cfg.stall_after_s, stall_policy=self.cfg.stall_policy,
-                           join_timeout_s=self.cfg.join_timeout_s, local_ranks=self.cfg.nproc if self.cfg.nnodes > 1 else None)
+            kw = dict(stall_after_s=self.cfg.stall_after_s, stall_policy=self.cfg.stall_policy,
+                      join_timeout_s=self.cfg.join_timeout_s, local_ranks=self.cfg.nproc if self.cfg.nnodes > 1 else None)
+            if self.cfg.nnodes > 1:  # one watch across the nodes (distlab.watch.cross_node)
+                from distlab.watch.cross_node import node_watcher
+                return node_watcher(self.run_dir, self.world_size, self.cfg, **kw)
+            return Watcher(self.run_dir, self.world_size, **kw)
         except Exception as e:
             self._warn(f"watcher could not start, the run goes on unwatched: {e!r}"); return None
 

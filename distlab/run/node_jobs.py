@@ -41,7 +41,7 @@ if __name__ == "__main__" and "__file__" in globals():
     sys.exit(_agent(sys.argv[2]))
 
 # %% ../../nbs/11a_node_jobs.ipynb #f2ad81e1
-NODE_STALL_AFTER_S = 30.0  # each node's watcher sees only its own ranks (issue 24 item 2): a wait for another node's rank reads as a stall
+NODE_STALL_AFTER_S = None  # the launcher's own default: the watch spans the nodes (distlab.watch.cross_node), so a wait for another node's rank is judged as on one node
 NODE_FAILED_GRACE_S = 30.0  # after one node's run fails, how long the others get to end on their own before they are stopped
 AGENT_STOP_S = 20.0  # how long a stopped agent gets to stop its run and write its result
 
@@ -93,7 +93,7 @@ class ClusterRun:
         self._end_reason, self._failed_at, self._lock, self._done = None, None, threading.Lock(), threading.Event()
         endpoint, rid = f"{cluster.nodes[0].addr}:{rdzv_port}", rdzv_id or f"distlab-{cluster.token}"
         self._procs, self._readers = [], []
-        config.setdefault("stall_after_s", NODE_STALL_AFTER_S)
+        if NODE_STALL_AFTER_S is not None: config.setdefault("stall_after_s", NODE_STALL_AFTER_S)
         for n in cluster.nodes:
             d = self.dir / f"node{n.index}"; d.mkdir()
             spec = {"target": str(target), "args": [str(a) for a in args], "module": module, "result": str(d / AGENT_RESULT),
