@@ -121,8 +121,10 @@ def start_scenario(id: str, variant: str = "broken", *, nproc: int | None = None
 
 def _make_limits(s: Scenario, nproc: int, opts: dict, on_exit):
     "The scenario's limits made for one run (`distlab.run.limits`; their env joins `opts`), and an on_exit that releases them first."
-    from distlab.run.limits import Limits, apply_limits
-    applied = apply_limits(Limits(**s.limits), nproc)
+    from distlab.run.limits import Limits, apply_limits, missing_privileges
+    limits = Limits(**s.limits)
+    if why := missing_privileges(limits): raise NotRunnable(f"not run: {s.id} {why}")  # root, but no cgroup v1 here (say)
+    applied = apply_limits(limits, nproc)
     opts["env"].update(applied.env)
     def release_then(result):
         applied.release()
