@@ -13,7 +13,7 @@ tree: this process's own (the launcher's threads) and every process it waited fo
 reaper). On 2 cores the start-up of three Python processes that import torch is CPU-bound, and single walls of
 one kind spread by 20-40 %: the CPU figure is the steadier of the two and says whether distlab adds work.
 
-    python benchmarks/launcher_split.py --device cuda [--rounds 3]      (a GPU machine; `--cli` runs the same on CPU)
+    python benchmarks/launcher_split.py --device cuda [--rounds 3] [--job train]   (a GPU machine; `--cli` runs the same on CPU)
 
 The command a user types, on the job where the launcher's own time shows most (issue 26): a trivial world-1 job
 (init, one all_reduce, exit; NCCL on `cuda`, gloo on CPU), as a subprocess each, in rotating order:
@@ -57,6 +57,24 @@ dist.all_reduce(t)
 if cuda: torch.cuda.synchronize()
 dist.destroy_process_group()
 """
+TRAIN_JOB = """import os, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+cuda = os.environ["JOB_DEVICE"] == "cuda"
+dev = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
+if cuda: torch.cuda.set_device(dev)
+dist.init_process_group("nccl" if cuda else "gloo")
+torch.manual_seed(0)
+model = DDP(torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+                                torch.nn.Linear(1024, 10)).to(dev), device_ids=[dev.index] if cuda else None)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+x, y = torch.randn(256, 256, device=dev), torch.randint(0, 10, (256,), device=dev)
+for step in range(int(os.environ.get("JOB_STEPS", 4000))):
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+    if step % 500 == 0: print(f"step {step} loss {loss.item():.4f}", flush=True)
+if cuda: torch.cuda.synchronize()
+dist.destroy_process_group()
+"""
 CLI_KINDS = ("bare", "launch", "no-watch")
 
 def cli_argv(kind: str, job: Path) -> list[str]:
@@ -85,11 +103,11 @@ def launcher_torch_modules(job: Path, env: dict, root: Path) -> tuple[int, str]:
     backend = json.loads(runs[-1].read_text()).get("backend") if runs else None
     return sum(bool(re.match(r"torch(\.|$)", n)) for n in names), backend
 
-def cli_split(device: str, rounds: int) -> dict:
+def cli_split(device: str, rounds: int, job_kind: str = "trivial") -> dict:
     "The command-line comparison: medians, ratios and seconds over bare, every wall."
     walls = {k: [] for k in CLI_KINDS}
     with tempfile.TemporaryDirectory() as d:
-        root = Path(d); job = root / "job.py"; job.write_text(JOB)
+        root = Path(d); job = root / "job.py"; job.write_text(TRAIN_JOB if job_kind == "train" else JOB)
         env = cli_env(device, root)
         timed_cli("bare", job, env, root)  # warm the page cache (and the GPU driver)
         for r in range(rounds):
@@ -98,7 +116,7 @@ def cli_split(device: str, rounds: int) -> dict:
                 print(f"round {r + 1} {k:9s} {walls[k][-1]:6.2f} s", flush=True)  # what a cut-short run still shows
         torch_mods, backend = launcher_torch_modules(job, env, root)
     base = statistics.median(walls["bare"])
-    out = {"device": device, "rounds": rounds, "backend": backend, "launcher_torch_modules": torch_mods, "kinds": {}}
+    out = {"device": device, "job": job_kind, "rounds": rounds, "backend": backend, "launcher_torch_modules": torch_mods, "kinds": {}}
     for k in CLI_KINDS:
         w = statistics.median(walls[k])
         out["kinds"][k] = {"median_s": round(w, 3), "ratio": round(w / base, 3), "over_bare_s": round(w - base, 3),
@@ -112,9 +130,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=None, help="alternating rounds (default 5 on CPU, 3 with --device cuda)")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda: the command-line split on a trivial NCCL job")
     ap.add_argument("--cli", action="store_true", help="the command-line split (as --device cuda does) on CPU, with gloo")
+    ap.add_argument("--job", choices=("trivial", "train"), default="trivial",
+                    help="the command-line split's job: trivial (init, one all_reduce) or train (4000 DDP steps with AdamW, ~15 s on a GPU host; JOB_STEPS changes the count)")
     a = ap.parse_args()
     if a.device == "cuda" or a.cli:
-        print(json.dumps(cli_split(a.device, a.rounds or 3)))
+        print(json.dumps(cli_split(a.device, a.rounds or 3, a.job)))
         return
     a.rounds = a.rounds or 5
     kinds = ["bare", "unwatched", "no-health", "watched", "watched-tee"]

@@ -9,11 +9,16 @@ Prints one JSON object. Run by benchmarks/run.py.
 
 `--device cuda`: the same model and step on one GPU over NCCL (world 1), each block ending with a
 `torch.cuda.synchronize()`. A step there takes ~1 ms and the host is the bottleneck, so every microsecond the
-ledger adds shows: issue 8's hardest case for the watch's cost (<= 2 %)."""
+ledger adds shows: issue 8's hardest case for the watch's cost (<= 2 %).
+
+On NCCL the ledger times the GPU span of one DDP backward in `DISTLAB_GPU_SPAN_EVERY` (default 16) and gives the
+others a bare end event (their completion); `--device cuda` also runs the step with every backward timed
+(`span_every_1_*`, the ledger before that sampling) in the same rotation, so the two read side by side."""
 import argparse, os, json, tempfile, time, statistics, warnings
 ap = argparse.ArgumentParser(); ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
 ap.add_argument("--rounds", type=int, default=200, help="alternating pairs of step blocks")
-_a = ap.parse_args(); CUDA, ROUNDS = _a.device == "cuda", _a.rounds
+ap.add_argument("--controls", action="store_true", help="cuda: two more states, `off2` (unwatched again: what no effect reads as) and `hostside` (watched, no CUDA events: what the events cost)")
+_a = ap.parse_args(); CUDA, ROUNDS, CONTROLS = _a.device == "cuda", _a.rounds, _a.controls
 warnings.simplefilter("ignore", FutureWarning)  # dist.reduce_op, met while listing the patched names
 d = tempfile.mkdtemp(); os.environ.update(DISTLAB_RUN_DIR=d, RANK="0")  # the ledger records only inside a distlab run
 import torch, torch.distributed as dist, torch.distributed.distributed_c10d as c10d
@@ -46,29 +51,40 @@ def steps(n=40):
     for _ in range(n):
         loss = torch.nn.functional.cross_entropy(model(x), y); model.zero_grad(); loss.backward()
 
-def per_call(block, n: int, rounds: int) -> dict[bool, list[float]]:
-    "Seconds per call, one figure per block, for watched (True) and unwatched (False) blocks that alternate."
-    out = {True: [], False: []}
+def per_call(block, n: int, rounds: int, states=("on", "off")) -> dict:
+    "Seconds per call, one figure per block, per state (`on`: watched, `off`: unwatched, `every1`: watched, every GPU span timed), in blocks that take turns (the order rotates each round)."
+    out = {st: [] for st in states}
     for i in range(rounds):
-        for on in ((True, False) if i % 2 else (False, True)):
-            watched(on)
+        k = i % len(states)
+        for st in states[k:] + states[:k]:
+            watched(not st.startswith("off"))
+            ledger._SPAN_EVERY[:] = [1] if st == "every1" else []
+            ledger.LEDGER.gpu_side = CUDA and st != "hostside"  # hostside: the wrappers without any CUDA event
             sync(); t0 = time.perf_counter()
             block(n); sync()
-            out[on].append((time.perf_counter() - t0) / n)
-    watched(True)
+            out[st].append((time.perf_counter() - t0) / n)
+    watched(True); ledger._SPAN_EVERY[:] = []; ledger.LEDGER.gpu_side = CUDA
     return out
 
 per_call(steps, 40, 4)  # warm up both states
 c = per_call(colls, 200, 40)
-s = per_call(steps, 40, ROUNDS)
+s = per_call(steps, 40, ROUNDS, (("on", "off", "every1") + (("off2", "hostside") if CONTROLS else ())) if CUDA else ("on", "off"))
 # collectives: min over blocks (least disturbed); steps: blocks of 40 (~0.1 s), watched/unwatched paired per round
-c_on, c_off = min(c[True]), min(c[False])
-s_on, s_off = statistics.median(s[True]), statistics.median(s[False])
-q = statistics.quantiles([(a / b - 1) * 100 for a, b in zip(s[True], s[False])], n=4)
+c_on, c_off = min(c["on"]), min(c["off"])
+s_on, s_off = statistics.median(s["on"]), statistics.median(s["off"])
+q = statistics.quantiles([(a / b - 1) * 100 for a, b in zip(s["on"], s["off"])], n=4)
 lines = sum(1 for _ in open(events.events_path(d, 0)))
+every1 = {}
+if CUDA:  # every backward timed on the GPU (the ledger before its sampling), paired with the same rounds' unwatched blocks
+    q1 = statistics.quantiles([(a / b - 1) * 100 for a, b in zip(s["every1"], s["off"])], n=4)
+    every1 = {"span_every_1_step_ms": round(statistics.median(s["every1"]) * 1e3, 3), "span_every_1_overhead_pct": round(q1[1], 2),
+              "span_every_1_overhead_pct_iqr": [round(q1[0], 2), round(q1[2], 2)], "span_every": ledger._span_every()}
+    for st in (("off2", "hostside") if CONTROLS else ()):
+        qs = statistics.quantiles([(a / b - 1) * 100 for a, b in zip(s[st], s["off"])], n=4)
+        every1[f"{st}_overhead_pct"], every1[f"{st}_overhead_pct_iqr"] = round(qs[1], 2), [round(qs[0], 2), round(qs[2], 2)]
 print(json.dumps({"device": torch.cuda.get_device_name(0) if CUDA else "cpu", "backend": dist.get_backend(),
                   "torch": torch.__version__, "per_collective_us": round((c_on - c_off) * 1e6, 1), "all_reduce_us_unwatched": round(c_off * 1e6, 1),
                   "ddp_step_ms_unwatched": round(s_off * 1e3, 3), "ddp_step_ms_watched": round(s_on * 1e3, 3),
                   "ddp_step_overhead_pct": round(q[1], 2), "ddp_step_overhead_pct_iqr": [round(q[0], 2), round(q[2], 2)],
-                  "event_lines_written": lines}))
+                  "event_lines_written": lines, **every1}))
 dist.destroy_process_group()

@@ -8,7 +8,9 @@ from distlab.watch.signatures import SIGNATURES, first_signature, match_signatur
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 SCRIPTS = Path(__file__).parent / "scripts" / "signatures"
-RECONSTRUCTED = {"nccl-duplicate-gpu", "nccl-version-mismatch", "nccl-unhandled-cuda-error", "nccl-watchdog-timeout", "cuda-oom"}
+# no one-GPU machine can produce these (they need two ranks, a driver mismatch or a second process on the GPU):
+# reconstructed by hand in torch 2.x's wording. The watchdog, CUDA OOM and wrong-device logs are real (an H100).
+RECONSTRUCTED = {"nccl-duplicate-gpu", "nccl-version-mismatch", "nccl-unhandled-cuda-error"}
 
 # What each fixture's first match must say: (rank on the matching line, details that must be present)
 EXPECTED = {
@@ -16,10 +18,10 @@ EXPECTED = {
     "nccl-version-mismatch": (0, {"nccl_versions": {1: "2.27.5", 0: "2.26.2"}}),
     "nccl-unhandled-cuda-error": (2, {"nccl_version": "2.27.5",
         "last_error": "Cuda failure 803 'system has unsupported display driver / cuda driver combination'"}),
-    "nccl-watchdog-timeout": (1, {"seq": 241, "op": "ALLREDUCE", "timeout_ms": 600000, "ran_ms": 600042,
-                                  "last_enqueued": 241, "last_completed": 240}),
-    "cuda-oom": (1, {"tried_gib": 8.0, "free_gib": 2.84, "total_gib": 79.19, "reserved_gib": 69.66,
-                     "reserved_unallocated_gib": 2.96, "allocated_gib": 66.7, "gpu": 1, "other_processes_gib": {40871: 6.02}}),
+    "nccl-watchdog-timeout": (0, {"seq": 4, "op": "ALLREDUCE", "timeout_ms": 5000, "ran_ms": 5098,
+                                  "last_enqueued": 4, "last_completed": 3}),
+    "cuda-oom": (0, {"tried_gib": 118.77, "free_gib": 78.4, "total_gib": 79.18, "allocated_gib": 0.11, "gpu": 0}),
+    "collective-wrong-device": (0, {"device_type": "cpu"}),
     "cpu-oom": (None, {"requested_gib": 8.0}),
     "port-in-use": (None, {}),
     "dataloader-shm": (None, {"signal": "Bus error"}),
@@ -62,6 +64,13 @@ def test_fixture_shows_exactly_its_signature(sid):
     if sid == "port-in-use": assert isinstance(m.details["port"], int) and str(m.details["port"]) in m.line
     if sid.startswith("dataloader-"): assert m.details["pids"] and all(isinstance(p, int) for p in m.details["pids"])
     if sid == "ddp-unused-parameters": assert m.rank in (0, 1) and m.details["rank"] == m.rank
+
+def test_cuda_oom_on_a_shared_gpu_names_the_other_process():
+    "The reconstructed two-job case: another process holds part of the GPU, and the figures say how much."
+    text = (LOGS / "cuda-oom-shared-gpu.txt").read_text()
+    assert text.startswith("# reconstructed")
+    check_own_signature("cuda-oom", text, 1, {"tried_gib": 8.0, "free_gib": 2.84, "total_gib": 79.19, "reserved_gib": 69.66,
+                        "reserved_unallocated_gib": 2.96, "allocated_gib": 66.7, "gpu": 1, "other_processes_gib": {40871: 6.02}})
 
 def test_healthy_run_matches_nothing():
     text = read_log("healthy")

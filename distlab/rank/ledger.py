@@ -12,10 +12,10 @@ from .node_facts import check_nodes
 from .tape import CollTape
 
 # %% auto #0
-__all__ = ['SPECS', 'UNEVEN_OPS', 'P2P_PEER', 'LEDGER', 'STACKS_SIGNAL', 'GLOO_WORKERS', 'shapes_of', 'mark_user_code',
-           'call_site', 'site_json', 'Ledger', 'CollWriter', 'coll_writer', 'poll_pending', 'poll_gpu', 'run_recorded',
-           'run_recorded_gpu', 'record', 'torch_work', 'start_heartbeat', 'register_stack_dump', 'gloo_worker_states',
-           'settle_gloo_workers', 'settle_gloo_at_exit', 'install']
+__all__ = ['SPECS', 'UNEVEN_OPS', 'P2P_PEER', 'LEDGER', 'GPU_SPAN_EVERY_ENV', 'GPU_SPAN_EVERY', 'STACKS_SIGNAL', 'GLOO_WORKERS',
+           'shapes_of', 'mark_user_code', 'call_site', 'site_json', 'Ledger', 'CollWriter', 'coll_writer',
+           'poll_pending', 'poll_gpu', 'run_recorded', 'run_recorded_gpu', 'record', 'torch_work', 'start_heartbeat',
+           'register_stack_dump', 'gloo_worker_states', 'settle_gloo_workers', 'settle_gloo_at_exit', 'install']
 
 # %% ../../nbs/20_ledger.ipynb #eb85d719
 SPECS = {  # op -> names of the tensor arguments whose shapes every rank must agree on
@@ -245,17 +245,32 @@ def _gpu_end(start, group: str, seq: int, op: str, device=None):
     end = _gpu_event(device)
     LEDGER.gpu_pending[id(end)] = (end, start, group, seq, op)
 
+GPU_SPAN_EVERY_ENV = "DISTLAB_GPU_SPAN_EVERY"  # nccl: time the GPU span of one DDP backward in this many (1: every one)
+GPU_SPAN_EVERY = 16  # the default: the other backwards get a bare end event (their completion) and the host call's time
+_MARKS: list = []    # bare (non-timing) CUDA events the GPU has passed, kept for reuse
+
+def _gpu_mark(group: str, seq: int, op: str, host_s: float):
+    "nccl: a bare end event for a collective whose GPU span is not timed: `completed` once the GPU passes it, `dur_s` = `host_s`."
+    try: end = _MARKS.pop()  # reused: creating an event costs the host about a microsecond, a timing one more
+    except IndexError:
+        import torch
+        end = torch.cuda.Event()
+    end.record(_current_stream())
+    LEDGER.gpu_pending[id(end)] = (end, host_s, group, seq, op)
+
 def poll_gpu(wait: bool = False) -> int:  # wait: block until the GPU reaches every kept end event
     "nccl: record every kept collective whose end event the GPU has passed, with its GPU duration; returns how many."
     n = 0
     for key, hit in list(LEDGER.gpu_pending.items()):
-        end, start, group, seq, op = hit
+        end, start, group, seq, op = hit  # start: the timing start event, or the host call's seconds (`_gpu_mark`)
+        bare = isinstance(start, float)
         try:
             if wait: end.synchronize()
             elif not end.query(): continue
-            dur_s, err = start.elapsed_time(end) / 1e3, None
-        except Exception as e: dur_s, err = 0.0, f"{type(e).__name__}: {e}"  # a CUDA error: the collective failed
+            dur_s, err = (start if bare else start.elapsed_time(end) / 1e3), None
+        except Exception as e: dur_s, err, bare = 0.0, f"{type(e).__name__}: {e}", False  # a CUDA error: the collective failed
         if LEDGER.gpu_pending.pop(key, None) is not hit: continue
+        if bare and len(_MARKS) < 256: _MARKS.append(end)  # passed: free to record again
         w = coll_writer()
         if w is not None: w.ended(seq, group, op, dur_s, err)
         n += 1
@@ -410,11 +425,11 @@ def _ddp_grad_elems(ddps) -> int:
 
 class _DDPRecord:
     "What one DDP model's per-backward record needs, computed at its first backward: group, seq counter, tails."
-    __slots__ = ("ddp", "group", "seqs", "extra", "shapes", "dtype", "writer", "tails")
+    __slots__ = ("ddp", "group", "seqs", "extra", "shapes", "dtype", "writer", "tails", "gpu_n")
     def __init__(self, ddp, writer: CollWriter):
         key = id(ddp)  # weakly held: a model the script frees is freed (and its record dropped), before its group goes
         self.ddp = weakref.ref(ddp, lambda _: LEDGER.ddp_info.pop(key, None))
-        self.writer, self.tails = writer, {}  # tails: (code, line) of the call -> tail numbers
+        self.writer, self.tails, self.gpu_n = writer, {}, 0  # tails: (code, line) of the call -> tail numbers; gpu_n: backwards on nccl
         self.group, granks = LEDGER.group_info(ddp.process_group)
         self.seqs = LEDGER.counter(self.group)
         self.extra = {"ddp": "buckets", **({"group_ranks": granks} if granks is not None else {})}
@@ -434,6 +449,16 @@ def _ddp_record(armed: list):
         if len(armed) > 1 or coll_writer() is None: return None
         rec = LEDGER.ddp_info[id(armed[0])] = _DDPRecord(armed[0], LEDGER.writer)
     return rec if len(armed) == 1 else None
+
+_SPAN_EVERY: list = []  # GPU_SPAN_EVERY_ENV as read once per process
+
+def _span_every() -> int:
+    "How many DDP backwards on nccl share one timed GPU span (`DISTLAB_GPU_SPAN_EVERY`, default 16)."
+    if not _SPAN_EVERY:
+        try: n = max(1, int(os.environ.get(GPU_SPAN_EVERY_ENV, GPU_SPAN_EVERY)))
+        except ValueError: n = GPU_SPAN_EVERY
+        _SPAN_EVERY.append(n)
+    return _SPAN_EVERY[0]
 
 def _patch_backward():
     "Record a backward that follows a synchronizing DDP forward as one `all_reduce` of DDP's buckets."
@@ -466,12 +491,16 @@ def _patch_backward():
         gpu = LEDGER.gpu_side
         t0 = time.perf_counter()
         try:
-            start = _gpu_event() if gpu else None  # nccl: the backward's GPU span, from here to the last bucket reduced
+            start = None
+            if gpu:  # nccl: one backward in GPU_SPAN_EVERY gets its GPU span, from here to the last bucket reduced
+                n = rec.gpu_n; rec.gpu_n = n + 1
+                if n % _span_every() == 0: start = _gpu_event()
             out = orig(*args, **kwargs)
         except BaseException as e:
             _done(rec.group, seq, "all_reduce", t0, e); raise
         finally: tl.depth = 0
-        if gpu: _gpu_end(start, rec.group, seq, "all_reduce")  # the reducer made the current stream wait for every bucket
+        if start is not None: _gpu_end(start, rec.group, seq, "all_reduce")  # the reducer made the current stream wait for every bucket
+        elif gpu: _gpu_mark(rec.group, seq, "all_reduce", time.perf_counter() - t0)  # completed when the GPU gets there
         else: append(1, time.time(), seq, time.perf_counter() - t0, pair[1])
         return out
     backward.__wrapped__, backward._distlab, backward.__doc__ = orig, True, orig.__doc__

@@ -261,6 +261,26 @@ register_signature(Signature(
         "exponent, not a collective timeout.",
     guides=("000", "002", "004"), extract=_watchdog))
 
+# %% ../../nbs/27_signatures.ipynb #221e607c
+def _wrong_device(text: str) -> dict:
+    "The device type of the tensor the backend refused, and the collective named on the traceback's lines above it."
+    out = {}
+    if m := _first(r"No backend type associated with device type (\w+)", text): out["device_type"] = m.group(1)
+    return out
+
+register_signature(Signature(
+    id="collective-wrong-device", kind="collective", title="A collective got a tensor on a device its backend cannot use",
+    patterns=[r"No backend type associated with device type \w+", r"Tensors must be CUDA and dense"],
+    cause="The process group has no backend for the tensor's device: NCCL reduces only CUDA tensors, so a tensor "
+          "built on the CPU (`torch.tensor([loss])` with no `device=`, a metric moved with `.cpu()`, a model never "
+          "moved to its GPU) fails at the collective. Every rank fails the same way, at the same line.",
+    fix="Create or move the tensor onto this rank's GPU before the collective: `torch.tensor(x, device=f'cuda:{local_rank}')` "
+        "or `t.to(device)` after `torch.cuda.set_device(local_rank)`. For values that live on the CPU, either use a "
+        "process group with both backends (`init_process_group('cpu:gloo,cuda:nccl')`) or "
+        "`dist.all_reduce` a CUDA copy and read it back with `.item()`.",
+    guides=(), extract=_wrong_device))
+
+
 # %% ../../nbs/27_signatures.ipynb #7e137ea4
 def _cuda_oom(text: str) -> dict:
     "The caching allocator's figures, in GiB (torch 2.x wording, and the older one)."

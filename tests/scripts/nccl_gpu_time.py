@@ -1,8 +1,9 @@
-"""NCCL world 1: three collectives queued behind a long kernel (a sync all_reduce, an async one, a DDP backward);
+"""NCCL world 1: four collectives queued behind a long kernel (a sync all_reduce, an async one, two DDP backwards);
 prints one JSON line with each one's host return time, the ledger's `dur_s` and how long after the long kernel was
 queued its `completed` record came.
 
-Run with DISTLAB_RUN_DIR, RANK=0, WORLD_SIZE=1, MASTER_ADDR, MASTER_PORT set."""
+Run with DISTLAB_RUN_DIR, RANK=0, WORLD_SIZE=1, MASTER_ADDR, MASTER_PORT set, and DISTLAB_GPU_SPAN_EVERY=2: the
+warm-up backward and `ddp_timed` (the 1st and 3rd) get their GPU span timed, `ddp_bare` (the 2nd) a bare end event."""
 import json, time
 import torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -37,16 +38,17 @@ def timed(name, fn, before=lambda: None):
 
 timed("sync", lambda _: dist.all_reduce(t))
 timed("async", lambda _: dist.all_reduce(t, async_op=True).wait())
-timed("ddp", lambda out: out.sum().backward(), before=lambda: model(x))
+timed("ddp_bare", lambda out: out.sum().backward(), before=lambda: model(x))
+timed("ddp_timed", lambda out: out.sum().backward(), before=lambda: model(x))
 
 recs, deadline = [], time.time() + 10
-while time.time() < deadline and sum(r["state"] == "completed" for r in recs if r["op"] == "all_reduce") < 4:
+while time.time() < deadline and sum(r["state"] == "completed" for r in recs if r["op"] == "all_reduce") < 5:
     recs += reader.read_new(); time.sleep(0.05)
 started = {r["seq"]: r for r in recs if r["op"] == "all_reduce" and r["state"] == "started"}
 done = {r["seq"]: r for r in recs if r["op"] == "all_reduce" and r["state"] == "completed"}
-seqs = sorted(started)[-3:]  # the last three all_reduce records: sync, async, ddp (the first is DDP's warm-up backward)
+seqs = sorted(started)[-4:]  # the last four all_reduce records (the first is DDP's warm-up backward)
 out = {name: {"returned_s": returned[name], "dur_s": done.get(s, {}).get("dur_s"),
               "completed_after_s": (done[s]["t"] - queued[name]) if s in done else None}
-       for name, s in zip(("sync", "async", "ddp"), seqs)}
+       for name, s in zip(("sync", "async", "ddp_bare", "ddp_timed"), seqs)}
 print(json.dumps({"sleep_s": SLEEP_S, **out}), flush=True)
 dist.destroy_process_group()
