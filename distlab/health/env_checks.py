@@ -49,8 +49,10 @@ CHECKED_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "TORC
 FOLKLORE = {  # name -> (status, what is right, fix, the guides that give it)
     "NCCL_TIMEOUT": ("warn", "neither NCCL nor torch reads it: it changes no timeout",
                      "pass init_process_group(..., timeout=timedelta(minutes=N)); unset NCCL_TIMEOUT", "000"),
-    "TORCH_DIST_TIMEOUT": ("warn", "torch does not read it: it changes no timeout",
-                           "pass init_process_group(..., timeout=timedelta(minutes=N)); unset TORCH_DIST_TIMEOUT", "002"),
+    "TORCH_DIST_TIMEOUT": ("warn", "torch does not read it; only a script that reads it itself and passes it on changes a "
+                           "timeout (guide 002's training script does, as minutes: there it works, elsewhere it does nothing)",
+                           "check that your script passes it: init_process_group(..., timeout=timedelta(minutes=int(os.environ['TORCH_DIST_TIMEOUT']))); "
+                           "otherwise unset it", "002"),
     "NCCL_BLOCKING_WAIT": ("warn", "deprecated spelling of TORCH_NCCL_BLOCKING_WAIT (torch, not NCCL, reads it; still honoured with a warning)",
                            "rename it TORCH_NCCL_BLOCKING_WAIT, or drop it: blocking wait makes every NCCL wait() synchronous", "000, 002"),
     "NCCL_ASYNC_ERROR_HANDLING": ("warn", "deprecated spelling of TORCH_NCCL_ASYNC_ERROR_HANDLING, whose default (3) already tears the process down on an NCCL error",
