@@ -5,14 +5,16 @@
 # %% ../../nbs/11b_node_scenarios.ipynb #7cd29ad0
 from __future__ import annotations
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..run.nodes import NodeSpec, missing_privileges
+from ..run.nodes import EmulatedCluster, NodeSpec, missing_privileges
 from ..run.node_jobs import ClusterRun, launch_nodes
 
 # %% auto #0
-__all__ = ['SLOW_LINK_MBIT', 'scenario_on_nodes', 'slow_link_on_nodes']
+__all__ = ['SLOW_LINK_MBIT', 'RDZV_PORT', 'NODE_FAULTS', 'scenario_on_nodes', 'slow_link_on_nodes', 'firewall_commands',
+           'loopback_hosts_text', 'link_down_command', 'NodeFault', 'start_fault', 'fault_result', 'fault_on_nodes']
 
 # %% ../../nbs/11b_node_scenarios.ipynb #0ad50740
 def scenario_on_nodes(id: str,  # a registered scenario with a rank function (not a script)
@@ -57,3 +59,128 @@ def slow_link_on_nodes(variants: Sequence[str] = ("broken", "fixed"),  # slow-li
     for v in variants:
         if base and out[v].get("s_per_sample"): out[v]["speedup_per_sample"] = base / out[v]["s_per_sample"]
     return out
+
+# %% ../../nbs/11b_node_scenarios.ipynb #f11bc4ca
+RDZV_PORT = 29400  # the cluster's rendezvous port (ClusterRun's default); the cross-node watch serves at the next one
+
+def _netns_exec(n, argv: Sequence[str]) -> list[str]: return ["ip", "netns", "exec", n.netns, *map(str, argv)]
+
+def firewall_commands(cluster: EmulatedCluster,  # the nodes to wall off
+                      allow_job: bool = False,  # the fix: also accept everything from the nodes' own subnet
+                     ) -> list[list[str]]:
+    "iptables commands, one list per command, that give every node an inbound policy passing only the rendezvous and watch ports (a NetworkPolicy written for the rendezvous alone)."
+    cmds = []
+    for n in cluster.nodes:
+        rules = [["-A", "INPUT", "-i", "lo", "-j", "ACCEPT"],
+                 ["-A", "INPUT", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"],
+                 ["-A", "INPUT", "-p", "tcp", "--dport", str(RDZV_PORT), "-j", "ACCEPT"],
+                 ["-A", "INPUT", "-p", "tcp", "--dport", str(RDZV_PORT + 1), "-j", "ACCEPT"]]
+        if allow_job: rules.append(["-A", "INPUT", "-s", n.addr.rsplit(".", 1)[0] + ".0/24", "-j", "ACCEPT"])
+        rules.append(["-A", "INPUT", "-p", "tcp", "-j", "DROP"])
+        cmds += [_netns_exec(n, ["iptables", *r]) for r in rules]
+    return cmds
+
+def loopback_hosts_text(cluster: EmulatedCluster, index: int = 1) -> str:
+    "Node `index`'s hosts file as a Debian or Ubuntu installer writes it: its own hostname on 127.0.1.1."
+    me = cluster.nodes[index]
+    return ("127.0.0.1\tlocalhost\n" + f"127.0.1.1\t{me.hostname}\n" + "::1\tlocalhost ip6-localhost\n"
+            + "".join(f"{n.addr}\t{n.hostname}\n" for n in cluster.nodes if n is not me))
+
+def link_down_command(cluster: EmulatedCluster, index: int = 1) -> list[str]:
+    "The command that takes node `index`'s link down (its cable pulled, a switch port dead)."
+    return ["ip", "-n", cluster.nodes[index].netns, "link", "set", "eth0", "down"]
+
+# %% ../../nbs/11b_node_scenarios.ipynb #f11beccb
+@dataclass(frozen=True, kw_only=True)
+class NodeFault:
+    "A fault in the nodes' setup, not in the script: what it does to the cluster, broken and fixed, and what distlab must say."
+    id: str
+    title: str
+    symptom: str
+    "what a person sees"
+    explanation: str
+    "why, in a paragraph"
+    broken: str
+    "the setup that breaks the job, in words (the commands come with each run)"
+    fixed: str | None
+    "the setup that works, in words; None when the fix is not in the setup (see `explanation`)"
+    kind: str
+    "the diagnosis kind the broken run must get"
+    steps: int = 20
+    "the lesson script's steps"
+
+NODE_FAULTS = {f.id: f for f in [
+    NodeFault(id="node-firewall", title="A firewall that passes the rendezvous port and nothing else", kind="never-joined",
+              symptom="torchrun starts the ranks on both nodes, then nothing: no rank prints past init_process_group, no error, "
+                      "until the timeout 30 minutes later.",
+              explanation="The agents meet at the rendezvous port, which the policy opens, and start the ranks. gloo then "
+                          "connects every pair of ranks on ports the system picks, which the policy drops: the connections never "
+                          "open and every rank waits in init_process_group. NCCL does the same at its first collective. Guide "
+                          "000's NetworkPolicy opened the rendezvous port alone.",
+              broken="every node accepts inbound TCP only on the rendezvous port (29400) and distlab's watch port (29401)",
+              fixed="the same policy also accepts everything from the job's own subnet (all traffic between the job's pods)"),
+    NodeFault(id="node-loopback-hostname", title="A hostname that resolves to loopback on one node", kind="never-joined",
+              symptom="Both nodes' ranks start and wait in init_process_group; node 0 never hears from node 1's rank.",
+              explanation="node1's hosts file maps its own hostname to 127.0.1.1, as Debian and Ubuntu installers do. gloo "
+                          "binds and announces the address its hostname resolves to, so node1's rank tells the others to "
+                          "connect to 127.0.1.1: they connect to their own loopback and wait.",
+              broken="node1's /etc/hosts says `127.0.1.1 node1`",
+              fixed="the same hosts file, and GLOO_SOCKET_IFNAME=eth0: gloo takes the address of the interface between the nodes"),
+    NodeFault(id="node-partition", title="A network partition in the middle of a run", kind="node-lost", steps=400,
+              symptom="Training stops mid-run on both nodes, with no error: each rank waits in its all-reduce for a peer it "
+                      "can no longer reach, for gloo's 30-minute timeout.",
+              explanation="node1's link goes down (a cable, a switch port, a spot node reclaimed). Nothing on either side "
+                          "raises: TCP keeps its connections until they time out. distlab's watch hears every node every 0.2 s, "
+                          "so it names the silent node within seconds, on both sides of the cut.",
+              broken="node1's link is taken down (`ip link set eth0 down` in its namespace) after its 5th step",
+              fixed=None),
+]}
+
+# %% ../../nbs/11b_node_scenarios.ipynb #f11be4da
+def start_fault(id: str,  # a `NODE_FAULTS` id
+                variant: str = "broken",  # `broken` or `fixed`
+                *, runs_root: str | Path | None = None,
+                timeout_s: float = 120,  # the whole job's limit
+                join_timeout_s: float = 20.0,  # how long ranks may wait in init before the watch calls it
+                on_line: Callable | None = None) -> tuple[ClusterRun, dict]:
+    "Make 2 emulated nodes, set them up with fault `id` (broken or fixed) and start the lesson script `cluster-network/train.py` on them: the job, and what was done to the nodes."
+    import subprocess, time
+    from distlab.run.nodes import NETNS_ETC
+    from distlab.scenarios import lessons_dir
+    f = NODE_FAULTS[id]
+    if variant not in ("broken", "fixed") or (variant == "fixed" and f.fixed is None):
+        raise ValueError(f"{id}: variant {variant!r}; use " + ("'broken' or 'fixed'" if f.fixed else "'broken' (its fix is not a setup)"))
+    cluster = EmulatedCluster(2).create()
+    info = {"id": id, "variant": variant, "setup": [], "env": {}, "during": None, "cut_t": None}
+    try:
+        if id == "node-firewall": info["setup"] = firewall_commands(cluster, allow_job=variant == "fixed")
+        elif id == "node-loopback-hostname":
+            (NETNS_ETC / cluster.nodes[1].netns / "hosts").write_text(loopback_hosts_text(cluster))
+            info["setup"] = [["# node1's /etc/hosts:", *loopback_hosts_text(cluster).splitlines()]]
+            if variant == "fixed": info["env"] = {"GLOO_SOCKET_IFNAME": "eth0"}
+        elif id == "node-partition": info["during"] = link_down_command(cluster)
+        for cmd in info["setup"]:
+            if not cmd[0].startswith("#"): subprocess.run(cmd, check=True, capture_output=True)
+        def lines(node, rank, stream, line):
+            if info["during"] and node == 1 and line.startswith("step 5 ") and info["cut_t"] is None:
+                info["cut_t"] = time.time(); subprocess.run(info["during"], check=True, capture_output=True)
+            if on_line is not None: on_line(node, rank, stream, line)
+        job = ClusterRun(cluster, str(lessons_dir() / "cluster-network" / "train.py"), [f.steps], nproc=1, timeout_s=timeout_s,
+                         owns_cluster=True, env=info["env"], runs_root=runs_root, name=id, on_line=lines,
+                         join_timeout_s=join_timeout_s, backend="gloo")
+    except BaseException:
+        cluster.destroy(); raise
+    return job, info
+
+def fault_result(job: ClusterRun, info: dict) -> dict:
+    "Wait for a `start_fault` job: its status, the diagnosis node 0 made, what node 1 was told, the setup, and seconds from the cut to the diagnosis."
+    res = job.wait()
+    d0, d1 = (n.get("diagnosis") for n in res.nodes)
+    after = lambda d: round(d["t"] - info["cut_t"], 2) if d and info["cut_t"] else None
+    return {**info, "status": res.status, "diagnosis": d0, "node1_diagnosis": d1, "cluster": res, "left": res.left,
+            "named_after_s": after(d0), "node1_named_after_s": after(d1),
+            "setup": info["setup"] + ([info["during"]] if info["during"] else [])}
+
+def fault_on_nodes(id: str, variant: str = "broken", **kw) -> dict:
+    "Run fault `id`'s `variant` on 2 emulated nodes to its end (`start_fault`'s arguments) and return `fault_result`."
+    return fault_result(*start_fault(id, variant, **kw))

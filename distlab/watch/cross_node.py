@@ -8,12 +8,13 @@ import json, os, socket, threading, time
 from .analysis import RankTrack, rank_summary, _c, _ranks
 from .diagnosis import Diagnosis, COLLECTIVE_RULE
 from .rules import diagnose
-from .watcher import Watcher, main_thread_syscall, FUTEX_SYSCALL, ASLEEP_HORIZON_S
+from .watcher import Watcher, main_thread_syscall, collect_stacks, FUTEX_SYSCALL, ASLEEP_HORIZON_S
 
 # %% auto #0
 __all__ = ['KEEP_COLLS', 'TRACEBACK_CHARS', 'WATCH_PORT_ENV', 'CROSS_NODE_ENV', 'LOOK_S', 'NODE_LOST_S', 'EOF_GRACE_S',
            'FALLBACK_STALL_S', 'HUB_FINAL_WAIT_S', 'HUB_CONNECT_WAIT_S', 'LOST_FIX', 'rank_state', 'track_from_state',
-           'Hub', 'HubClient', 'CrossNodeWatcher', 'node_lost', 'hub_lost', 'node_watcher']
+           'node_facts', 'Hub', 'HubClient', 'CrossNodeWatcher', 'node_lost', 'hub_lost', 'init_across_nodes',
+           'node_watcher']
 
 # %% ../../nbs/26b_cross_node.ipynb #613d04df
 KEEP_COLLS = 8  # a rank's most recent collectives per group sent each look (its open ones always)
@@ -76,6 +77,15 @@ NODE_LOST_S = 5.0  # a node silent this long is gone (a partition, a frozen host
 EOF_GRACE_S = 1.0  # a node whose connection closed without a goodbye, and that has not reconnected this long after, is gone
 FALLBACK_STALL_S = 30.0  # with only this node's ranks in view (no other node reached), a wait this long reads as a stall
 
+def node_facts() -> dict:
+    "What the other nodes' ranks will be told about this host: its hostname and the addresses that name resolves to here (its hosts file)."
+    host = socket.gethostname()
+    try: addrs = sorted({a[4][0] for a in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)})
+    except OSError: addrs = []
+    return {"hostname": host, "resolves": addrs}
+
+def _loopback(addr: str) -> bool: return addr.startswith("127.") or addr == "::1"
+
 def _send(f, obj: dict) -> None:
     f.write(json.dumps(obj, default=str).encode() + b"\n"); f.flush()
 
@@ -106,6 +116,8 @@ class Hub:
                     n.update(node=msg.get("node"), host=msg.get("host"), addr=addr, seen_t=now, eof_t=None,
                              shift_s=now - float(msg.get("now") or now), bytes=n["bytes"] + len(line), looks=n["looks"] + 1)
                     if "ranks" in msg: n["ranks"] = msg["ranks"]
+                    if msg.get("stacks"): n["stacks"] = msg["stacks"]
+                    if msg.get("facts"): n["facts"] = msg["facts"]
                     if msg.get("bye"): n["bye"] = True
                     reply = dict(self.reply)
                 _send(f, reply)
@@ -208,6 +220,7 @@ class CrossNodeWatcher(Watcher):
         host, rport = rdzv_endpoint.rsplit(":", 1)
         self.port = port or int(os.environ.get(WATCH_PORT_ENV) or int(rport) + 1)
         self.node, self.hostname, self.job = node, socket.gethostname(), job
+        self.facts = node_facts()
         sock = _bind(host.strip("[]"), self.port)
         self.hub = Hub(sock, job) if sock is not None else None
         self.client = None if self.hub is not None else HubClient(host.strip("[]"), self.port)
@@ -216,6 +229,7 @@ class CrossNodeWatcher(Watcher):
         self.first_remote_t: float | None = None  # when the hub first heard another node
         self._where: dict[int, tuple] = {}  # rank -> (node, host, addr) of the other nodes' ranks, as last heard
         self._remote_cpu: dict[int, dict | None] = {}  # rank -> its node's CPU reading of it
+        self._stacks_out: dict[str, str] = {}  # this node's ranks' stacks, dumped when the hub asked for them
 
     def close(self) -> None:
         if self.hub is not None: self.hub.close()
@@ -233,7 +247,8 @@ class CrossNodeWatcher(Watcher):
 
     def _message(self, now: float, bye: bool = False) -> dict:
         return {"job": self.job, "node": self.node, "host": self.hostname, "now": now, "bye": bye,
-                "ranks": [rank_state(t, self._cpu(t, now)) for t in self._local().values()]}
+                "ranks": [rank_state(t, self._cpu(t, now)) for t in self._local().values()], "stacks": self._stacks_out,
+                "facts": self.facts}
 
 # %% ../../nbs/26b_cross_node.ipynb #77394329
 def _poll(self: CrossNodeWatcher, now: float | None = None, *, final: bool = False) -> Diagnosis | None:
@@ -241,6 +256,7 @@ def _poll(self: CrossNodeWatcher, now: float | None = None, *, final: bool = Fal
     now = time.time() if now is None else now
     self.update(now)
     if self.client is not None:
+        self._dump_stacks_asked()
         self.client.send(self._message(now))
         return self._node_poll(now, final)
     if self._reported: return None
@@ -256,8 +272,14 @@ def _poll(self: CrossNodeWatcher, now: float | None = None, *, final: bool = Fal
                      stuck=self._stuck_any if self.stall_policy == "safe" and not final else None)
     self._suspect = {r: s for r, s in self._suspect.items() if s.get("seen_t") == now}
     if d is None: return None
+    if d.kind == "never-joined" and whole and nodes:
+        init_across_nodes(d, [(self.node, self.hostname, self.facts, sorted(self._local()))]
+                          + [(n.get("node"), n.get("host"), n.get("facts") or {}, [int(s["rank"]) for s in n.get("ranks") or []]) for n in nodes])
     self._name_nodes(d)
-    if self.stacks and not final: d.stacks = self.collect_stacks()
+    if self.stacks and not final:
+        d.stacks = self.collect_stacks()
+        far = [r for r in d.culprit_ranks if r in self._where and r not in self._local()]
+        if far and d.kind != "node-lost": d.stacks.update(self._remote_stacks(far))
     self._reported, self.diagnosis = True, d
     self.diagnoses[self.gen] = d
     with self.hub.lock: self.hub.reply = {**self.hub.reply, "diagnosis": d.to_dict(), "by": {"node": self.node, "host": self.hostname}}
@@ -312,7 +334,27 @@ def _name_nodes(self: CrossNodeWatcher, d: Diagnosis) -> None:
     if named and d.kind != "node-lost": d.headline += "; " + ", ".join(named)
     d.collective = {**d.collective, "nodes": nodes, "diagnosed_on": {"node": self.node, "host": self.hostname}}
 
+def _remote_stacks(self: CrossNodeWatcher, ranks: list[int]) -> dict[int, str]:
+    "Ask the other nodes for the Python stacks of `ranks` (each dumps its own ranks' with SIGUSR1) and wait for them."
+    with self.hub.lock: self.hub.reply = {**self.hub.reply, "stacks_for": ranks}
+    got, end = {}, time.monotonic() + self.stack_wait_s + 2 * LOOK_S + 0.5
+    while time.monotonic() < end and len(got) < len(ranks):
+        for n in self.hub.snapshot():
+            got |= {int(r): text for r, text in (n.get("stacks") or {}).items() if int(r) in ranks}
+        time.sleep(0.05)
+    with self.hub.lock: self.hub.reply = {k: v for k, v in self.hub.reply.items() if k != "stacks_for"}
+    return got
+
+def _dump_stacks_asked(self: CrossNodeWatcher) -> None:
+    "On a node: when the hub asks for stacks of ranks of this node, dump them once (they travel with the next looks)."
+    want = [r for r in self.client.reply.get("stacks_for") or [] if str(r) not in self._stacks_out]
+    local = self._local()
+    pids = {r: local[r].pid for r in want if r in local and local[r].stacks_ok and local[r].alive}
+    if pids: self._stacks_out |= {str(r): text for r, text in collect_stacks(self.run_dir, pids, self.stack_wait_s).items()}
+    if not self.client.reply.get("stacks_for"): self._stacks_out = {}
+
 CrossNodeWatcher.poll, CrossNodeWatcher._merged, CrossNodeWatcher._lost = _poll, _merged, _lost
+CrossNodeWatcher._remote_stacks, CrossNodeWatcher._dump_stacks_asked = _remote_stacks, _dump_stacks_asked
 CrossNodeWatcher._stuck_any, CrossNodeWatcher._remote_stuck, CrossNodeWatcher._name_nodes = _stuck_any, _remote_stuck, _name_nodes
 
 # %% ../../nbs/26b_cross_node.ipynb #91a03fd2
@@ -377,7 +419,7 @@ def hub_lost(w: CrossNodeWatcher, gone_s: float) -> Diagnosis:
     others = [r for r in range(w.world_size) if r not in local]
     waiting, cur = _waiting(local, ())
     where = f"the rendezvous node ({w.client.host}, the watch at port {w.port})"
-    head = (f"{where} has not answered for {gone_s:.1f} s: {_ranks(others)} there are out of reach" +
+    head = (f"{where} has not answered for {gone_s:.1f} s: {_ranks(others)} there {'is' if len(others) == 1 else 'are'} out of reach" +
             (f"; this node's {_ranks(waiting)} wait{'s' if len(waiting) == 1 else ''} in {_c(cur)}" if cur else ""))
     d = Diagnosis("node-lost", others, head, f"This node ({w.hostname}) sends its ranks' state to {where} every "
                   f"{LOOK_S:.1f} s, and no answer came back: the network between the nodes is cut, or that node is gone. "
@@ -388,6 +430,34 @@ def hub_lost(w: CrossNodeWatcher, gone_s: float) -> Diagnosis:
     return d
 
 # %% ../../nbs/26b_cross_node.ipynb #6ff85fde
+def init_across_nodes(d: Diagnosis,  # a `never-joined` diagnosis: every rank waits in init_process_group
+                      facts: list[tuple]) -> None:  # (node, host, node_facts(), its ranks) of every node
+    "What a process group that never formed across nodes means: the agents met, so the rendezvous works; the ranks' own connections do not. A hostname that resolves to loopback on a node is named, else a firewall is the likely cause."
+    met = (" The nodes' agents met at the rendezvous (torchrun started these ranks only after they did), so the rendezvous "
+           "port is reachable. What never forms are the ranks' own connections to each other: gloo (and NCCL) ranks listen on "
+           "ports the system picks and tell each other their address and port through the store, then connect.")
+    loop = [(node, host, f, ranks) for node, host, f, ranks in facts if f.get("resolves") and all(map(_loopback, f["resolves"]))]
+    if loop:
+        node, host, f, ranks = loop[0]
+        d.culprit_ranks = ranks  # a rank that failed to connect elsewhere is its victim
+        d.headline = (f"node {node}'s hostname {host} resolves to {', '.join(f['resolves'])} there (loopback), so {_ranks(ranks)} "
+                      f"announced an address no other node can reach: {d.headline}")
+        d.explanation += met + (f" On node {node}, the hostname {host} resolves to {', '.join(f['resolves'])} (its hosts file maps "
+                                "it there, as Debian and Ubuntu installers do with 127.0.1.1), so its ranks announce a loopback "
+                                "address: the other nodes' ranks connect to themselves and wait.")
+        d.fix = (f"On node {node}, map {host} to the address the other nodes reach it at in /etc/hosts (remove the 127.0.1.1 "
+                 "line), or name the interface between the nodes: GLOO_SOCKET_IFNAME=eth0 (NCCL_SOCKET_IFNAME for NCCL).\n" + d.fix)
+        d.collective = {**d.collective, "cause": "hostname-loopback", "node": node, "host": host, "resolves": f["resolves"]}
+    elif not d.culprit_ranks:  # every rank waits in init, none failed
+        d.headline += "; the nodes met at the rendezvous, so their ranks' own connections are blocked (a firewall?)"
+        d.explanation += met + (" With every hostname resolving to a real address, the likely cause is a firewall (a Kubernetes "
+                                "NetworkPolicy, a security group, iptables) that passes the rendezvous port and drops the rest.")
+        d.fix = ("Let the job's nodes reach each other on every TCP port (a NetworkPolicy that allows all traffic between the "
+                 "job's pods, a security group open to itself), or pin the ports the backend uses and open those; test with "
+                 "`nc -l PORT` on one node and `nc NODE PORT` from another, on a port other than the rendezvous'.\n" + d.fix)
+        d.collective = {**d.collective, "cause": "data-ports-blocked"}
+
+# %% ../../nbs/26b_cross_node.ipynb #6c87588a
 def node_watcher(run_dir, world_size: int, cfg, **kw) -> Watcher:
     "The watcher of one node of a multi-node run (`cfg`: its LaunchConfig): a `CrossNodeWatcher` when the nodes meet at an endpoint (unless $DISTLAB_CROSS_NODE=0), else this node's ranks alone."
     endpoint = cfg.rdzv_endpoint or (f"{cfg.master_addr}:{cfg.master_port}" if cfg.master_addr and cfg.master_port else None)
