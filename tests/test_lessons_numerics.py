@@ -1,0 +1,108 @@
+"""The numerics lessons (distlab.scenarios.numerics) on real ranks at world 2: each broken script shows its evidence
+(DDP's error, or the figures read from the watcher's DDP records and the script's printed lines), each fix trains
+clean and buys what it should, and the grader takes a learner's other fix and refuses a non-fix with its reason. The
+broken and fixed runs are walkthrough 04's (made once per session); the learner tries under tests/fixes/<id>/ go two
+at a time."""
+import hashlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+import pytest
+from distlab.scenarios import SCENARIOS
+from distlab.scenarios.numerics import NUMERICS
+from distlab.scenarios.lesson import ran_hashes, try_fix
+from helpers import gone_within
+
+FIXES = Path(__file__).parent / "fixes"
+NPROC = 2
+# (scenario, a learner's script, passes?, what the verdict must say)
+TRIES = [
+    ("unused-parameters", "zero_weighted_aux.py", True, ""),  # aux joins the output with weight 0 (guide 003's dummy loss)
+    ("unused-parameters", "periodic_barrier.py", False, "Expected to have finished reduction"),  # guide 003's periodic barrier
+    ("model-desync", "rank0_loads_before_wrap.py", True, ""),  # rank 0 alone loads, before DDP copies its weights
+    ("model-desync", "barrier_after_load.py", False, "the replicas still differ"),  # waiting for rank 0's load copies nothing
+]
+VARIANTS = [(sid, v) for sid in NUMERICS for v in SCENARIOS[sid].variants]
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def test_the_tries_cover_a_fix_and_a_non_fix_of_two_scenarios():
+    assert all((FIXES / s / n).is_file() for s, n, _, _ in TRIES)
+    both = [sid for sid in NUMERICS if {p for s, _, p, _ in TRIES if s == sid} == {True, False}]
+    assert len(both) >= 2, both
+
+
+@pytest.fixture(scope="module")
+def runs(walkthroughs, tmp_path_factory):
+    "Every variant of every numerics lesson (walkthrough 04's runs, made once per session) and every try on 2 real gloo ranks, two at a time."
+    root = tmp_path_factory.mktemp("numerics")
+    with ThreadPoolExecutor(2) as pool:
+        tries = pool.map(lambda t: try_fix(t[0], FIXES / t[0] / t[1], nproc=NPROC, backend="gloo", runs_root=root), TRIES)
+        out = {("try", s, n): v for (s, n, _, _), v in zip(TRIES, tries)}
+    for (sid, variant), o in walkthroughs.by_variant("04_numerics").items():
+        if sid in NUMERICS: out["run", sid, variant] = o
+    assert {(sid, v) for _, sid, v in out if sid in NUMERICS} >= set(VARIANTS)
+    for o in out.values(): gone_within(Path((o.outcome if hasattr(o, "outcome") else o).run_dir).name, 5)
+    return out
+
+
+# what each broken run must show beyond its Expect: the evidence, as figures
+def broken_unused(f):
+    assert f["broken_without_gradient"] == {0: ["aux.bias", "aux.weight"], 1: ["aux.bias", "aux.weight"]} or \
+           f["broken_without_gradient"] == {"0": ["aux.bias", "aux.weight"], "1": ["aux.bias", "aux.weight"]}, f
+
+def broken_accumulation(f):
+    assert f["broken_allreduces_per_step"] == 4.0 and f["broken_max_weight_diff_vs_big_batch"] > 1e-3, f
+
+def broken_desync(f):
+    assert f["broken_ranks_differing"] == [1] and f["broken_first_step"] == 4 and f["broken_differing_tensors"] == f["parameters"], f
+
+def broken_not_sharded(f):
+    assert (f["broken_overlap"], f["broken_steps_per_epoch"], f["broken_distinct_samples_per_epoch"]) == (1.0, 32, 512), f
+
+def broken_same_order(f):
+    assert f["broken_same_position_as_epoch0"] == [1.0, 1.0], f
+
+def broken_nan(f):
+    assert f["broken_nan_ranks"] == [0, 1] and 3 <= f["broken_nan_step"] < 40, f
+    assert f["broken_loss_before"][-1] > 100 * f["broken_loss_before"][0] or len(f["broken_loss_before"]) < 2, f  # it grew before it broke
+
+BROKEN = {"unused-parameters": broken_unused, "grad-accumulation": broken_accumulation, "model-desync": broken_desync,
+          "data-not-sharded": broken_not_sharded, "sampler-set-epoch": broken_same_order, "nan-loss": broken_nan}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sid", NUMERICS)
+def test_broken_shows_its_evidence(runs, sid):
+    o = runs["run", sid, "broken"]
+    assert o.matched, f"{o.problems}\n{o.diagnosis_text}"
+    BROKEN[sid](o.figures)
+
+
+# what each fix must buy, beyond its Expect
+FIXED = {
+    ("grad-accumulation", "fixed"): lambda f: f["fixed_allreduces_per_step"] == 1.0 and f["fixed_max_weight_diff_vs_big_batch"] < 1e-5,
+    ("model-desync", "fixed"): lambda f: f["fixed_consistent"] and f["fixed_steps_compared"] == 3,
+    ("data-not-sharded", "fixed"): lambda f: (f["fixed_overlap"], f["fixed_steps_per_epoch"], f["fixed_distinct_samples_per_epoch"]) == (0.0, 16, 512),
+    ("sampler-set-epoch", "fixed"): lambda f: max(f["fixed_same_position_as_epoch0"]) < 0.1,
+    ("nan-loss", "fixed"): lambda f: f["fixed_loss_last"] < 0.8 * f["fixed_loss_first"] and f["fixed_max_grad_norm_before_clip"] > 0.02,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sid,variant", [x for x in VARIANTS if x[1] != "broken"], ids=[f"{s}/{v}" for s, v in VARIANTS if v != "broken"])
+def test_fixed_trains_clean(runs, sid, variant):
+    o = runs["run", sid, variant]
+    assert o.matched and o.diagnosis is None, f"{o.problems}\nfailure: {o.failure}\n{o.diagnosis_text or ''}"
+    assert FIXED.get((sid, variant), lambda f: True)(o.figures), o.figures
+    text = SCENARIOS[sid].script_path(variant).read_bytes()
+    assert set(ran_hashes(o.run_dir).values()) == {hashlib.sha256(text).hexdigest()}  # the shown script is what ran
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sid,name,passes,says", TRIES, ids=[f"{c[0]}/{c[1]}" for c in TRIES])
+def test_the_grader_takes_another_fix_and_refuses_a_non_fix(runs, sid, name, passes, says):
+    v = runs["try", sid, name]
+    assert v.passed is passes, v.text()
+    assert says in " ".join(v.reasons), v.text()
+    assert set(ran_hashes(v.outcome.run_dir).values()) == {hashlib.sha256((FIXES / sid / name).read_bytes()).hexdigest()}
