@@ -19,11 +19,15 @@ TRIES = [
     ("rank-conditional-collective", "rank0_local.py", True, ""),    # rank 0 evaluates alone, with no collective
     ("rank-conditional-collective", "try_except.py", False, "still hangs"),  # try/except around the all_reduce
     ("collective-mismatch", "gather_object.py", True, ""),   # all_gather_object: any shape
+    ("stalled-rank", "rlock.py", True, ""),                  # a reentrant lock: the holder may take it again
+    ("worker-fork-deadlock", "pid_check.py", True, ""),      # fork kept; each process makes its own reader pool
+    ("worker-fork-deadlock", "loader_timeout.py", False, "DataLoader timed out"),  # the wait becomes an error, the run still fails
 ]
 
 
 def test_every_hangs_lesson_is_listed():
-    assert {"uneven-batches", "rank-conditional-collective", "collective-mismatch"} <= set(HANGS_LESSONS), HANGS_LESSONS
+    assert {"uneven-batches", "rank-conditional-collective", "collective-mismatch", "stalled-rank", "init-hang",
+            "dataloader-worker-crash", "worker-fork-deadlock", "worker-stuck-read"} <= set(HANGS_LESSONS), HANGS_LESSONS
 
 
 @pytest.mark.slow
