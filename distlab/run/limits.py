@@ -24,7 +24,7 @@ PREFIX = "distlab_limits-"  # cgroups, volumes and state: distlab_limits-<token>
 CGROUP_ROOT = Path("/sys/fs/cgroup")  # cgroup v1, one hierarchy per controller
 STATE_DIR = Path("/run/distlab-limits")  # TOKEN.json: which process owns the limits, for the sweep
 VOLUME_ROOT = Path("/var/tmp")  # distlab_limits-<token>/volume.img and its mount point data/
-CFS_PERIOD_US = 20_000  # a short period spreads a quota evenly over a step (100 ms, the default, throttles in long bursts)
+CFS_PERIOD_US = 5_000  # a short period spreads a quota evenly over a step (100 ms, the default, throttles in bursts longer than a forward pass)
 DATA_DIR_ENV = "DATA_DIR"  # where the ranks find the throttled volume's files
 _TOKEN = re.compile(r"[0-9a-f]{6}")
 

@@ -4,15 +4,16 @@
 
 # %% ../../nbs/29a_perf_rules.ipynb #0a51a306
 from __future__ import annotations
+import statistics
 from ..config import threads_per_rank
 from .diagnosis import Diagnosis
 from .rules import Context, register_rule
-from .steps import Straggler, straggler
+from .steps import WARMUP_STEPS, RankSteps, StepBreakdown, Straggler, straggler
 
 # %% auto #0
 __all__ = ['STRAGGLER_MIN_RATIO', 'STRAGGLER_MIN_LOST_SHARE', 'STRAGGLER_MIN_WAIT_SHARE', 'STRAGGLER_MIN_STEPS',
-           'LIVE_WINDOW_STEPS', 'STRAGGLER_WHY', 'OVERSUBSCRIBED_WHY', 'is_straggler', 'straggler_diagnosis',
-           'straggler_rule', 'oversubscribed_hosts', 'oversubscribed_threads_rule']
+           'LIVE_WINDOW_STEPS', 'STRAGGLER_WHY', 'OVERSUBSCRIBED_WHY', 'is_straggler', 'ddp_breakdown',
+           'straggler_diagnosis', 'straggler_rule', 'oversubscribed_hosts', 'oversubscribed_threads_rule']
 
 # %% ../../nbs/29a_perf_rules.ipynb #33d76361
 STRAGGLER_MIN_RATIO = 2.0        # its compute against the median of the others'
@@ -26,6 +27,30 @@ def is_straggler(s: Straggler | None) -> bool:
     if s is None or s.steps < STRAGGLER_MIN_STEPS: return False
     return (s.ratio >= STRAGGLER_MIN_RATIO and s.lost_share >= STRAGGLER_MIN_LOST_SHARE
             and s.others_wait_s - s.own_wait_s >= STRAGGLER_MIN_WAIT_SHARE * s.lost_s)
+
+# %% ../../nbs/29a_perf_rules.ipynb #3c36da96
+def _ddp_rows(t, skip: int) -> list[tuple[float, float, float]]:
+    "(step_s, outside_s, inside_s) for each of `t`'s completed DDP backwards after the first `skip`."
+    recs = sorted((p for p in t.pairs if p.get("ddp") == "buckets" and p.get("state") == "completed" and p.get("t1") is not None),
+                  key=lambda p: p["seq"])
+    return [(b["t1"] - a["t1"], b["t0"] - a["t1"], b["t1"] - b["t0"]) for a, b in zip(recs, recs[1:])][max(0, skip - 1):]
+
+def ddp_breakdown(tracks: dict,  # {rank: RankTrack}: a run's, or the watcher's live tracks
+                  skip: int = WARMUP_STEPS,  # warm-up backwards left out
+                  last: int | None = None) -> StepBreakdown | None:  # only each rank's last `last` steps
+    "A `StepBreakdown` estimated from the DDP backwards of ranks that write no `step` events; None when they do, or under 2 ranks with steps."
+    if any(t.step_events for t in tracks.values()): return None
+    rows = {r: (rs[-last:] if last else rs) for r, t in tracks.items() if (rs := _ddp_rows(t, skip))}
+    if len(rows) < 2: return None
+    med = {r: [statistics.median(x[i] for x in rs) for i in range(3)] for r, rs in rows.items()}
+    slow = max(med, key=lambda r: med[r][1])
+    factor = 1 + med[slow][2] / max(med[slow][1], 1e-9)  # the slowest rank's (outside + inside) / outside
+    per = {}
+    for r, (step_s, out_s, in_s) in sorted(med.items()):
+        compute_s = min(step_s, out_s * factor) if r != slow else out_s + in_s
+        comm_s = max(0.0, step_s - compute_s)
+        per[r] = RankSteps(r, len(rows[r]), step_s, 0.0, compute_s, comm_s, 0.0, compute_s / max(step_s, 1e-9), comm_s / max(step_s, 1e-9))
+    return StepBreakdown(per, statistics.median(s.step_s for s in per.values()), None)
 
 # %% ../../nbs/29a_perf_rules.ipynb #611edc4f
 def _ms(s: float) -> str: return f"{s * 1e3:.1f} ms"
@@ -56,7 +81,9 @@ def straggler_diagnosis(s: Straggler) -> Diagnosis:
 def straggler_rule(ctx: Context) -> Diagnosis | None:
     "A rank whose compute the others wait for, step after step (live: over the last `LIVE_WINDOW_STEPS` steps)."
     if len(ctx.tracks) < 2: return None
-    s = straggler(ctx.tracks, last=None if ctx.final else LIVE_WINDOW_STEPS)
+    last = None if ctx.final else LIVE_WINDOW_STEPS
+    s = straggler(ctx.tracks, last=last)
+    if s is None and (b := ddp_breakdown(ctx.tracks, last=last)) is not None: s = straggler(b)  # a plain script: its DDP backwards
     return straggler_diagnosis(s) if is_straggler(s) else None
 
 # %% ../../nbs/29a_perf_rules.ipynb #429a938d
