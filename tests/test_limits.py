@@ -54,3 +54,23 @@ def test_what_a_killed_owner_and_reaper_left_is_swept_at_the_next_start():
         assert leftovers(mine.token)["cgroups"]
     finally: mine.release()
     assert leftovers(mine.token) == NOTHING
+
+
+def test_a_launcher_killed_mid_run_leaves_neither_ranks_nor_limits(tmp_path):
+    "`distlab run dataloader-bottleneck` SIGKILLed once its ranks read from the throttled volume: the run's reaper ends the ranks, the limits' reaper removes cgroups, mount and loop device."
+    from helpers import gone_within as ranks_gone_within
+    from pathlib import Path
+    cli = Path(sys.executable).parent / "distlab"
+    p = subprocess.Popen([str(cli), "run", "dataloader-bottleneck", "--backend", "gloo", "--nproc", "2", "--runs-root", str(tmp_path)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end, placed = time.monotonic() + 120, []
+    while time.monotonic() < end and len(placed) < 2:  # both ranks in the volume's blkio cgroup: they are reading through it
+        cgs = [c for c in leftovers()["cgroups"] if "/blkio/" in c]
+        placed = [pid for c in cgs for pid in (Path(c) / "cgroup.procs").read_text().split()]
+        time.sleep(0.1)
+    assert len(placed) >= 2 and p.poll() is None, (placed, p.poll())
+    token = cgs[0].rsplit("distlab_limits-", 1)[1]
+    p.send_signal(signal.SIGKILL); p.wait()
+    run_id = next(tmp_path.glob("*-dataloader-bottleneck-broken-*")).name
+    ranks_gone_within(run_id, 20)
+    assert gone_within(token, 20) == NOTHING
