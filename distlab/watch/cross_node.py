@@ -12,9 +12,9 @@ from .watcher import Watcher, main_thread_syscall, collect_stacks, FUTEX_SYSCALL
 
 # %% auto #0
 __all__ = ['KEEP_COLLS', 'TRACEBACK_CHARS', 'WATCH_PORT_ENV', 'CROSS_NODE_ENV', 'LOOK_S', 'NODE_LOST_S', 'EOF_GRACE_S',
-           'FALLBACK_STALL_S', 'HUB_FINAL_WAIT_S', 'HUB_CONNECT_WAIT_S', 'LOST_FIX', 'rank_state', 'track_from_state',
-           'node_facts', 'Hub', 'HubClient', 'CrossNodeWatcher', 'node_lost', 'hub_lost', 'init_across_nodes',
-           'node_watcher']
+           'NO_HELLO_JOIN_S', 'FALLBACK_STALL_S', 'HUB_FINAL_WAIT_S', 'HUB_CONNECT_WAIT_S', 'LOST_FIX', 'rank_state',
+           'track_from_state', 'node_facts', 'Hub', 'HubClient', 'CrossNodeWatcher', 'node_lost', 'hub_lost',
+           'init_across_nodes', 'node_watcher']
 
 # %% ../../nbs/26b_cross_node.ipynb #613d04df
 KEEP_COLLS = 8  # a rank's most recent collectives per group sent each look (its open ones always)
@@ -75,6 +75,7 @@ CROSS_NODE_ENV = "DISTLAB_CROSS_NODE"  # `0`: each node watches only its own ran
 LOOK_S = 0.2  # how often a node sends its ranks' state (the launcher's look)
 NODE_LOST_S = 5.0  # a node silent this long is gone (a partition, a frozen host)
 EOF_GRACE_S = 1.0  # a node whose connection closed without a goodbye, and that has not reconnected this long after, is gone
+NO_HELLO_JOIN_S = 60.0  # before any rank of the job has started, `join_timeout_s` is at least this: torchrun's rendezvous waits for every node first
 FALLBACK_STALL_S = 30.0  # with only this node's ranks in view (no other node reached), a wait this long reads as a stall
 
 def node_facts() -> dict:
@@ -268,7 +269,7 @@ def _poll(self: CrossNodeWatcher, now: float | None = None, *, final: bool = Fal
     else:
         d = diagnose(tracks, self.world_size, now, t_start=self.t_start, final=final, run_dir=self.run_dir, gen=self.gen,
                      stall_after_s=self.stall_after_s if whole else max(self.stall_after_s, FALLBACK_STALL_S),
-                     join_timeout_s=self.join_timeout_s, local_ranks=None if whole else self.local_ranks,
+                     join_timeout_s=self._join_timeout(tracks), local_ranks=None if whole else self.local_ranks,
                      stuck=self._stuck_any if self.stall_policy == "safe" and not final else None)
     self._suspect = {r: s for r, s in self._suspect.items() if s.get("seen_t") == now}
     if d is None: return None
@@ -284,6 +285,10 @@ def _poll(self: CrossNodeWatcher, now: float | None = None, *, final: bool = Fal
     self.diagnoses[self.gen] = d
     with self.hub.lock: self.hub.reply = {**self.hub.reply, "diagnosis": d.to_dict(), "by": {"node": self.node, "host": self.hostname}}
     return d
+
+def _join_timeout(self: CrossNodeWatcher, tracks: dict[int, RankTrack]) -> float:
+    "The join timeout now: the run's own once a rank has started; before, at least `NO_HELLO_JOIN_S` (the nodes may still be meeting)."
+    return self.join_timeout_s if any(t.pid is not None for t in tracks.values()) else max(self.join_timeout_s, NO_HELLO_JOIN_S)
 
 def _merged(self: CrossNodeWatcher, nodes: list[dict]) -> dict[int, RankTrack]:
     "This node's tracks, with every other node's ranks rebuilt from what it sent last."
@@ -353,7 +358,7 @@ def _dump_stacks_asked(self: CrossNodeWatcher) -> None:
     if pids: self._stacks_out |= {str(r): text for r, text in collect_stacks(self.run_dir, pids, self.stack_wait_s).items()}
     if not self.client.reply.get("stacks_for"): self._stacks_out = {}
 
-CrossNodeWatcher.poll, CrossNodeWatcher._merged, CrossNodeWatcher._lost = _poll, _merged, _lost
+CrossNodeWatcher.poll, CrossNodeWatcher._merged, CrossNodeWatcher._lost, CrossNodeWatcher._join_timeout = _poll, _merged, _lost, _join_timeout
 CrossNodeWatcher._remote_stacks, CrossNodeWatcher._dump_stacks_asked = _remote_stacks, _dump_stacks_asked
 CrossNodeWatcher._stuck_any, CrossNodeWatcher._remote_stuck, CrossNodeWatcher._name_nodes = _stuck_any, _remote_stuck, _name_nodes
 
@@ -372,9 +377,10 @@ def _node_poll(self: CrossNodeWatcher, now: float, final: bool) -> Diagnosis | N
     elif c.connected_t is not None and not c.hub_said_bye and now - c.reply_t >= NODE_LOST_S:
         d = hub_lost(self, now - c.reply_t)
     elif (c.connected_t is None and now - self.created_t >= HUB_CONNECT_WAIT_S) or c.hub_said_bye or c._done.is_set() or final:
-        keep, self.stall_after_s = self.stall_after_s, max(self.stall_after_s, FALLBACK_STALL_S)  # half the ranks in view
+        keep = self.stall_after_s, self.join_timeout_s  # half the ranks in view
+        self.stall_after_s, self.join_timeout_s = max(keep[0], FALLBACK_STALL_S), self._join_timeout(self.tracks)
         try: return Watcher.poll(self, now, final=final)
-        finally: self.stall_after_s = keep
+        finally: self.stall_after_s, self.join_timeout_s = keep
     if d is None: return None
     self._reported, self.diagnosis = True, d
     self.diagnoses[self.gen] = d
