@@ -89,6 +89,8 @@ def run(argv: list[str]) -> int:
     except ValueError as e: print(f"distlab: no trace: {e}", file=sys.stderr)
     from distlab.rank import health
     health.install_from_env()  # a `health` event every second: memory, CPU, and the rank's GPU through NVML
+    from distlab.rank import memory_budget
+    memory_budget.install_from_env()  # `DISTLAB_MEMORY_BUDGET_MIB`: a real allocation limit from `init_process_group` on, and a `memory` event per optimizer step
     shim_main = sys.modules.get("__main__")  # keep the shim's module alive while the script runs
     sys.argv = [target, *args]
     if is_module: sys.path[0] = os.getcwd()
