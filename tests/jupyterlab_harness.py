@@ -90,6 +90,7 @@ def open_notebook(browser, lab: JupyterLab, name: str, timeout_s: float = 90):
 
 def run_all_cells(page, timeout_s: float = 30):
     "Run every cell of the open notebook; returns once the first cell has started (its prompt is no longer empty)."
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    # not awaited: the command's promise settles only when the last cell has run, and a cell may block on a run
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
     page.wait_for_function("() => { const p = document.querySelector('.jp-Notebook .jp-InputPrompt');"
                            " return p && p.textContent.trim() !== '[ ]:' && p.textContent.trim() !== ''; }", timeout=timeout_s * 1000)

@@ -29,6 +29,13 @@ class Kernel:
             m = self.kc.get_iopub_msg(timeout=timeout_s)
             if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "stream": seen += m["content"]["text"]
 
+    def wait_for_display(self, msg_id: str, mime: str, timeout_s: float = 60) -> dict:
+        "Block until the cell `msg_id` has displayed something of type `mime`; return that data."
+        while True:
+            m = self.kc.get_iopub_msg(timeout=timeout_s)
+            if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "display_data" and mime in m["content"]["data"]:
+                return m["content"]["data"][mime]
+
     @property
     def pid(self) -> int: return self.km.provisioner.process.pid
 

@@ -1,5 +1,6 @@
-"""The lab in a real JupyterLab, in headless Chromium: run broken, see the diagnosis, run fixed, see it pass;
-the Stop button leaves no rank alive."""
+"""The lab in a real JupyterLab, in headless Chromium: run broken, see the diagnosis, run fixed (picked in the variant
+dropdown), see it pass, compare them side by side; the Stop button leaves no rank alive while a cell blocks on the
+run; a lesson's predict, run, refused non-fix and accepted fix."""
 import shutil
 from pathlib import Path
 import pytest
@@ -52,7 +53,9 @@ def test_scenario_lab_broken_then_fixed(jlab, browser):
         page.locator(".widget-html", has_text="Diagnosis: mismatch").first.wait_for(timeout=150_000)
         page.locator(".distlab-verdict", has_text="reproduced").first.wait_for(timeout=60_000)
         _shot(page, "lab-broken.png")
-        page.locator("button.widget-button", has_text="Run fixed").click()
+        # every variant is in the lab's dropdown: pick fixed there and run it
+        page.locator("select").filter(has=page.locator("option", has_text="fixed")).first.select_option(label="fixed")
+        page.locator("button.widget-button", has_text="Run this variant").click()
         page.locator(".distlab-verdict", has_text="fix verified").first.wait_for(timeout=150_000)
         page.locator(".distlab-state", has_text="ok").first.wait_for(timeout=30_000)
         # the live dashboard: one row per rank, with the health sampler's memory figure (it is in the screenshot)
@@ -66,6 +69,15 @@ def test_scenario_lab_broken_then_fixed(jlab, browser):
         shot = _shot(page, "lab-broken-then-fixed.png")
         assert shot.stat().st_size > 10_000
         assert "unexpected" not in page.locator(".distlab-outcomes").inner_text()
+        # broken beside fixed: the code diff, both runs' figures and plots, from the two runs just made
+        page.locator("button.widget-button", has_text="Compare broken / fixed").click()
+        view = page.locator(".distlab-compare").first
+        view.wait_for(timeout=60_000)
+        assert view.locator(".distlab-diff").count() == 1 and view.locator(".distlab-compare-side").count() == 2, view.inner_text()
+        text = view.inner_text()
+        assert view.locator("img").count() == 4 and "hung" in text and "mismatch, culprit ranks [1]" in text, text
+        view.scroll_into_view_if_needed()
+        assert _shot(page, "lab-compare-broken-fixed.png").stat().st_size > 10_000
     except Exception:
         _shot(page, "lab-failure.png"); raise
     finally:
@@ -73,11 +85,14 @@ def test_scenario_lab_broken_then_fixed(jlab, browser):
 
 
 def test_stop_button_leaves_no_rank_alive(jlab, browser):
+    "Stop during a blocking run: the cell waits in `mon.wait()`, a click on Stop ends every rank, then the cell queued below runs."
     runs = jlab.root / "runs-stop"; runs.mkdir(exist_ok=True)
     write_notebook(jlab.root / "stop.ipynb", [
         "from distlab.run.launch import launch\nfrom distlab.ui.lab import RunMonitor\n"
         f"run = launch({str(SLEEPY)!r}, [600], nproc=2, runs_root={str(runs)!r}, watch=False)\n"
-        "RunMonitor(run)"])
+        "mon = RunMonitor(run)\ndisplay(mon)\nres = mon.wait()  # blocks: the kernel is busy until the run ends\n"
+        "print('the wait ended:', res.status)",
+        "print('the next cell ran after it:', mon.result.status)"])
     page = open_notebook(browser, jlab, "stop.ipynb")
     try:
         run_all_cells(page)
@@ -90,6 +105,8 @@ def test_stop_button_leaves_no_rank_alive(jlab, browser):
         page.locator("button.widget-button", has_text="Stop").click()
         gone_within(run_id, 5)
         page.locator(".distlab-state", has_text="stopped").first.wait_for(timeout=30_000)
+        page.locator(".jp-OutputArea-output", has_text="the wait ended: stopped").first.wait_for(timeout=30_000)
+        page.locator(".jp-OutputArea-output", has_text="the next cell ran after it: stopped").first.wait_for(timeout=30_000)
         _shot(page, "monitor-stopped.png")
     except Exception:
         _shot(page, "stop-failure.png"); raise

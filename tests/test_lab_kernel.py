@@ -1,5 +1,6 @@
 """The lab's blocking paths in a real kernel: interrupting a cell that waits in `RunMonitor.wait()` stops the run,
-and a monitor follows a user's own script (not a scenario) to its end."""
+a monitor follows a user's own script (not a scenario) to its end, and `lab.run` shows its live view in the output
+of the cell that called it."""
 from pathlib import Path
 import pytest
 from helpers import wait_for, survivors, gone_within
@@ -47,8 +48,12 @@ def test_interrupt_of_scenario_lab_block_run_stops_the_run(kernel, tmp_path):
     cell = kernel.start(f"from distlab.ui.lab import ScenarioLab\n"
                         f"lab = ScenarioLab(family='hangs', nproc=2, backend='gloo', runs_root={str(runs)!r})\n"
                         f"lab.run('fixed', scenario='stalled-rank', block=True)")
+    # the live view is in the output of the cell that started the run, not only in the lab's panel above it
+    view = kernel.wait_for_display(cell, "application/vnd.jupyter.widget-view+json", 90)
     run_dir = wait_for(lambda: next(runs.glob("*"), None) if runs.exists() else None, 90, what="the run directory")
     wait_for(lambda: len(survivors(run_dir.name)) >= 3, 90, what="torchrun and its ranks")
     kernel.interrupt()
     gone_within(run_dir.name, 5)
     wait_for(lambda: "stopped" in kernel.run("print(lab.current.poll() and lab.current.poll().status)"), 10, what="status stopped")
+    assert view["model_id"] in kernel.run("print(lab.monitor.widget.model_id)"), view
+    assert "distlab-elsewhere" in kernel.run("print(lab.monitor_box.children[0].value)")  # the lab's panel says where the view is

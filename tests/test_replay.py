@@ -42,6 +42,13 @@ def test_replay_fills_the_view_from_every_recording_with_no_process_started():
             assert "distlab-dashboard" in m.dashboard.widget.value and f"· {o['status']} ·" in m.dashboard.widget.value, (sid, variant)
             assert m.stop_button.disabled and not m._thread.is_alive() and m.run.stop() is m.result, (sid, variant)
             assert o["run_dir"] == str(recordings_dir() / sid / variant) and o["matched"], (sid, variant, o["problems"])
+        # the spelling, `lab.replay(scenario, variant)`: the lab module's and a ScenarioLab's, and broken beside fixed
+        from distlab.ui import lab
+        assert ">hung<" in lab.replay("uneven-batches", "broken").status.value
+        sl = lab.ScenarioLab(family="hangs", nproc=2)
+        assert ">ok<" in sl.replay("uneven-batches", "fixed").status.value and sl.picker.value == "uneven-batches"
+        side_by_side = sl.compare("uneven-batches", show=False).data
+        assert side_by_side.count("distlab-compare-side") == 2 and side_by_side.count("data:image/png") == 4 and "DistributedSampler" in side_by_side
         live = replay("uneven-batches", "broken", live=True)  # played back as it happened: a thread writing files, no process
         assert live.run.poll() is None and live.wait(0.5).status == "hung" and ">hung<" in live.status.value
         live.close(); played, _ = live.run.run_dir, live.run._cleanup()

@@ -5,6 +5,7 @@
 # %% ../../nbs/60_lab.ipynb #bcfb7fb8
 from __future__ import annotations
 import html, threading, time
+from contextlib import contextmanager
 from pathlib import Path
 import ipywidgets as W
 from ..rank.events import EventTail, LineTail, events_path
@@ -13,8 +14,8 @@ from ..watch.analysis import rank_steps
 from .dashboard import Dashboard
 
 # %% auto #0
-__all__ = ['RunFeed', 'status_html', 'restarts_html', 'diagnosis_html', 'LogPane', 'RunMonitor', 'scenario_html', 'outcome_row',
-           'ScenarioLab']
+__all__ = ['RunFeed', 'status_html', 'restarts_html', 'diagnosis_html', 'LogPane', 'widget_events', 'RunMonitor', 'show_here',
+           'scenario_html', 'outcome_row', 'ScenarioLab', 'replay']
 
 # %% ../../nbs/60_lab.ipynb #ee5e9ad9
 class RunFeed:
@@ -145,6 +146,51 @@ class LogPane:
     def _chunks(self, items):  # one chunk: order kept, stderr colouring given up for older lines
         return ({"output_type": "stream", "name": "stdout", "text": "".join(ln + "\n" for _, ln in items)},)
 
+# %% ../../nbs/60_lab.ipynb #178f997d
+_WIDGET_MSGS = ("comm_msg", "comm_open", "comm_close")
+
+def _shell_kernel():
+    "The ipykernel running this cell, when it is one whose main shell's queue `widget_events` can read (ipykernel >= 7), else None."
+    try:
+        from IPython import get_ipython
+        kernel = getattr(get_ipython(), "kernel", None)
+    except ImportError: return None
+    sct = getattr(kernel, "shell_channel_thread", None)
+    if sct is None or threading.current_thread() is not getattr(sct, "parent_thread", None): return None
+    return kernel
+
+@contextmanager
+def widget_events():
+    "Inside a kernel cell that blocks: yields `pump(wait_s)`, which handles the widgets' messages (a Stop click) meanwhile; yields None elsewhere."
+    kernel = _shell_kernel()
+    if kernel is None: yield None; return
+    import zmq
+    manager = kernel.shell_channel_thread.manager
+    queue, reply_to = manager.get_shell_channel_to_subshell_pair(None).to_socket, manager.get_subshell_to_shell_channel_socket(None)
+    parent, ident = kernel.get_parent("shell"), kernel._get_shell_context_var(kernel._shell_parent_ident)
+    poller, held = zmq.Poller(), []
+    poller.register(queue, zmq.POLLIN)
+    def pump(wait_s: float = 0.0) -> int:
+        if not poller.poll(int(wait_s * 1000)): return 0
+        handled = 0
+        while True:
+            try: frames = queue.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again: return handled
+            try:  # a peek at the header only: the session records a message's signature once it unpacks its content
+                idents, rest = kernel.session.feed_identities(frames, copy=False)
+                msg_type = kernel.session.deserialize(rest, content=False, copy=False)["header"]["msg_type"]
+            except Exception: msg_type = None
+            if msg_type not in _WIDGET_MSGS: held.append(frames); continue
+            try:
+                msg = kernel.session.deserialize(rest, content=True, copy=False)
+                kernel.set_parent(idents, msg, channel="shell")
+                kernel.shell_handlers[msg_type](reply_to, idents, msg); handled += 1
+            except Exception: kernel.log.error("distlab: a widget message during a blocking wait failed", exc_info=True)
+            finally: kernel.set_parent(ident, parent, channel="shell")  # what the cell prints next stays in the cell
+    try: yield pump
+    finally:  # the requests that came meanwhile go back to the kernel, in the order they came, after this cell
+        for frames in held: kernel.io_loop.add_callback(kernel.shell_main, None, frames)
+
 # %% ../../nbs/60_lab.ipynb #65785f13
 class RunMonitor:
     "A live view of a `Run`: status, a log tab per rank, diagnosis, plots, Stop; updated from a thread."
@@ -164,7 +210,8 @@ class RunMonitor:
         self.tabs = W.Tab()
         self.diagnosis = W.HTML(diagnosis_html(None))
         self.dashboard, self._last_dash = Dashboard(run, start=False), 0.0  # every rank's figures: refreshed by `update`
-        self.progress_img, self.timeline_img = W.Image(format="png"), W.Image(format="png")
+        hidden = lambda: W.Layout(display="none")  # shown once there is something to draw
+        self.progress_img, self.timeline_img = W.Image(format="png", layout=hidden()), W.Image(format="png", layout=hidden())
         self.perf_img = W.Image(format="png", layout=W.Layout(display="none"))  # shown once the run has profiled steps
         self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger")
         self.stop_button.on_click(lambda _: self.stop(block=False))
@@ -220,6 +267,7 @@ class RunMonitor:
         culprits = list(_get(diag, "culprit_ranks", []) or []) if diag is not None else []
         self.progress_img.value = fig_png(plot_progress(snap, culprits=culprits), dpi=80)
         self.timeline_img.value = fig_png(plot_timeline(snap, culprits=culprits, diagnosis=diag), dpi=80)
+        self.progress_img.layout.display = self.timeline_img.layout.display = None
         if any("step_s" in e for evs in snap.by_rank.values() for e in evs if e.get("ev") == "step"):  # the profiler's steps
             from distlab.ui.perf_plots import plot_step_breakdown
             self.perf_img.value = fig_png(plot_step_breakdown(snap.tracks, culprits=culprits), dpi=80)
@@ -234,9 +282,14 @@ class RunMonitor:
             self._stop_evt.wait(self.refresh_s)
 
     def wait(self, timeout_s: float | None = None):
-        "Block until the run ends (Ctrl-C / kernel interrupt stops it), then update the view; returns the RunResult."
+        "Block until the run ends (Stop, Ctrl-C or a kernel interrupt stops it), then update the view; returns the RunResult."
         try:
-            result = self.run.wait(timeout_s)
+            with widget_events() as pump:  # in a kernel cell: a click on Stop is handled while this waits
+                if pump is not None:
+                    end = None if timeout_s is None else time.monotonic() + timeout_s
+                    while self.run.poll() is None and (end is None or time.monotonic() < end): pump(0.1)
+                    if end is not None: timeout_s = max(0.0, end - time.monotonic())
+                result = self.run.wait(timeout_s)
             self.update(final=True)
         except KeyboardInterrupt:  # wherever in here the interrupt lands, the ranks go with it
             self.run.stop(); raise
@@ -251,6 +304,21 @@ class RunMonitor:
     def close(self):
         "Stop following the run (the run itself goes on)."
         self._stop_evt.set()
+
+def _in_kernel() -> bool:
+    "True inside a Jupyter kernel, where `display` puts a widget in the output of the cell running."
+    try:
+        from IPython import get_ipython
+        return getattr(get_ipython(), "kernel", None) is not None
+    except ImportError: return False
+
+def show_here(widget, box=None,  # a `VBox` that would show the widget too (a lab's own panel), or None
+              where: str = "") -> None:
+    "Put `widget` in the output of the cell running now (in a kernel), and a line in `box` saying where it is."
+    if not _in_kernel(): return
+    from IPython.display import display
+    display(widget)
+    if box is not None: box.children = [W.HTML(f"<i class='distlab-elsewhere'>{html.escape(where or 'the live view')} is in the output of the cell that started it.</i>")]
 
 # %% ../../nbs/60_lab.ipynb #53eb6e6a
 def scenario_html(s) -> str:
@@ -295,17 +363,24 @@ class ScenarioLab:
         self.about = W.HTML(scenario_html(self.scenarios[first]))
         self.broken_button = W.Button(description="Run broken", button_style="warning", icon="bug")
         self.fixed_button = W.Button(description="Run fixed", button_style="success", icon="wrench")
+        self.variant = W.Dropdown(options=list(self.scenarios[first].variants), value="broken", description="variant",
+                                  layout=W.Layout(width="260px"))
+        self.variant_button = W.Button(description="Run this variant", icon="play")
         self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop")
+        self.compare_button = W.Button(description="Compare broken / fixed", icon="columns", layout=W.Layout(width="200px"))
         self.message = W.HTML()
         self.table = W.HTML()
-        self.monitor_box = W.VBox()
+        self.monitor_box, self.compare_box = W.VBox(), W.VBox()
+        self.replayed: dict[tuple[str, str], dict] = {}  # (scenario, variant) -> a recording's outcome that `replay` showed
         self.picker.observe(self._picked, names="value")
         self.broken_button.on_click(lambda _: self._click("broken"))
         self.fixed_button.on_click(lambda _: self._click("fixed"))
+        self.variant_button.on_click(lambda _: self._click(self.variant.value))
         self.stop_button.on_click(lambda _: self.stop(block=False))
+        self.compare_button.on_click(lambda _: self._compare_click())
         self.widget = W.VBox([W.HBox([self.picker, self.nproc, self.backend]), self.about,
-                              W.HBox([self.broken_button, self.fixed_button, self.stop_button]), self.message,
-                              self.monitor_box, self.table])
+                              W.HBox([self.broken_button, self.fixed_button, self.variant, self.variant_button, self.stop_button]),
+                              self.message, self.monitor_box, self.table, self.compare_button, self.compare_box])
 
     def _ipython_display_(self):
         from IPython.display import display
@@ -315,20 +390,26 @@ class ScenarioLab:
         s = self.scenarios[change["new"]]
         self.about.value = scenario_html(s)
         self.nproc.value = max(self.nproc.value, s.min_nproc)
+        self.variant.options = list(s.variants); self.variant.value = "broken" if "broken" in s.variants else self.variant.options[0]
 
     def _click(self, variant: str):
-        try: self.run(variant)
+        try: self.run(variant, show=False)
         except Exception as e: self.message.value = f"<span style='color:#cf222e'>{html.escape(str(e))}</span>"
+
+    def _compare_click(self):
+        try: self.compare_box.children = [W.HTML(self.compare(show=False).data)]
+        except Exception as e: self.compare_box.children = [W.HTML(f"<span style='color:#cf222e'>{html.escape(str(e))}</span>")]
 
     @property
     def running(self) -> bool: return self.current is not None and not self.current.done
 
-    def run(self, variant: str = "broken",  # "broken" or "fixed"
+    def run(self, variant: str = "broken",  # "broken", "fixed" or another of the scenario's variants (the dropdown lists them)
             scenario: str | None = None,  # scenario id (default: the picker's; setting it moves the picker)
-            block: bool = False,  # wait for the end (papermill, scripts) and return the outcome dict
+            block: bool = False,  # wait for the end (papermill, scripts) and return the outcome dict; Stop still answers
             timeout_s: float | None = None,  # with block: stop the run after this long
+            show: bool = True,  # in a kernel: the live view goes in the output of the cell that called this (the buttons: in the lab)
            ) -> dict | None:
-        "Start the selected scenario in `variant`; with `block`, wait and return its outcome dict."
+        "Start the selected scenario in `variant`, its live view in this cell's output; with `block`, wait and return its outcome dict."
         from distlab.scenarios import start_scenario
         if self.running: raise RuntimeError(f"run {self.current.run_id} is still going: press Stop (or call lab.stop()) first")
         if variant in self.scenarios and scenario not in (None, variant):
@@ -353,6 +434,7 @@ class ScenarioLab:
         try:
             self.monitor = RunMonitor(run, on_done=done)
             self.monitor_box.children = [self.monitor.widget]
+            if show: show_here(self.monitor.widget, self.monitor_box, f"the live view of {sid} ({variant})")
             self.message.value = f"<b>{html.escape(sid)}</b> · <b>{variant}</b> · {nproc} ranks · run dir <code>{html.escape(str(run.run_dir))}</code>"
             if not block: return None
             self.monitor.wait(timeout_s)
@@ -371,3 +453,49 @@ class ScenarioLab:
     def stop(self, block: bool = True):
         "Stop the current run, if any."
         if self.monitor and self.running: return self.monitor.stop(block=block)
+
+    def replay(self, scenario: str | None = None,  # scenario id (default: the picker's; setting it moves the picker)
+               variant: str = "broken",  # a recorded variant
+               live: bool = False,  # play it back as it happened (False: its end at once)
+               show: bool = True,  # in a kernel: the view goes in the output of the cell that called this
+              ):
+        "The recorded run of `scenario` / `variant` in the lab's view, no rank started (`distlab.ui.replay.replay`); returns its `RunMonitor`."
+        from distlab.ui.replay import replay as play, replay_outcome
+        if scenario in (self.scenarios[self.picker.value].variants if scenario not in self.scenarios else ()):
+            raise ValueError(f"lab.replay({scenario!r}, ...): the scenario comes first, as in lab.replay('uneven-batches', 'broken')")
+        if scenario is not None and scenario not in self.scenarios:
+            raise ValueError(f"scenario={scenario!r} is not in this lab; pick one of {list(self.scenarios)}")
+        if scenario is not None: self.picker.value = scenario
+        sid = self.picker.value
+        monitor = play(sid, variant, live=live)
+        self.replayed[(sid, variant)] = replay_outcome(sid, variant)
+        self.monitor_box.children = [monitor.widget]
+        if show: show_here(monitor.widget, self.monitor_box, f"the recorded run of {sid} ({variant})")
+        return monitor
+
+    def latest(self, scenario: str, variant: str) -> dict | None:
+        "The newest outcome of `scenario` / `variant`: run in this lab, else a recording `replay` showed, else None."
+        ran = [o for o in self.outcomes if o.get("scenario") == scenario and o.get("variant") == variant]
+        return ran[-1] if ran else self.replayed.get((scenario, variant))
+
+    def compare(self, scenario: str | None = None,  # default: the picker's
+                variant: str | None = None,  # the fix to compare with broken (default: the dropdown's, "fixed" when it shows broken)
+                show: bool = True,  # in a kernel: display it in this cell's output (it is returned either way)
+               ):
+        "Broken beside a fix: the code diff, both timelines and progress plots, their figures (`distlab.ui.lesson.compare`); runs or recordings."
+        from distlab.ui.lesson import compare
+        sid = scenario or self.picker.value
+        variant = variant or (self.variant.value if self.variant.value != "broken" and sid == self.picker.value else "fixed")
+        view = compare(sid, self.latest(sid, "broken"), self.latest(sid, variant), variant=variant)
+        if show and _in_kernel():
+            from IPython.display import display
+            display(view)
+        return view
+
+def replay(scenario: str,  # scenario id, e.g. "uneven-batches"
+           variant: str = "broken",  # a recorded variant
+           live: bool = False,  # play it back as it happened (False: its end at once)
+          ) -> RunMonitor:
+    "`lab.replay(scenario, variant)`: the lab's view of a recorded run, no rank started (`distlab.ui.replay.replay`)."
+    from distlab.ui.replay import replay as play
+    return play(scenario, variant, live=live)

@@ -4,15 +4,17 @@
 
 # %% ../../nbs/61_lesson_widgets.ipynb #888c7343
 from __future__ import annotations
-import html, re, threading
+import base64, html, re, threading
+from pathlib import Path
 import ipywidgets as W
 
 from ..scenarios import get_scenario
 from ..scenarios import lesson as L
-from .lab import RunMonitor
+from .lab import RunMonitor, show_here
 
 # %% auto #0
-__all__ = ['KINDS', 'COLLECTIVES', 'code_html', 'diff_html', 'show_code', 'call_lines', 'Predict', 'verdict_html', 'FixIt']
+__all__ = ['KINDS', 'COLLECTIVES', 'code_html', 'diff_html', 'show_code', 'call_lines', 'Predict', 'verdict_html', 'FixIt',
+           'compare']
 
 # %% ../../nbs/61_lesson_widgets.ipynb #5adb298a
 _MARK_COLORS = {"BUG": "#ffebe9", "FIX": "#dafbe1"}
@@ -38,7 +40,7 @@ def code_html(source: str, title: str = "") -> str:
                     f"<span style='color:#8c959f;display:inline-block;width:3em'>{n}</span>{line or ' '}</div>")
     head = f"<div style='font-weight:bold;margin:4px 0'>{html.escape(title)}</div>" if title else ""
     return (f"<div class='distlab-code'>{head}<div style='font-family:monospace;font-size:12px;border:1px solid #d0d7de;"
-            f"padding:4px;overflow-x:auto'>{''.join(rows)}</div></div>")
+            f"padding:4px;overflow-x:auto;line-height:1.35'>{''.join(rows)}</div></div>")
 
 def diff_html(diff: str, title: str = "") -> str:
     "A unified diff as HTML: removed lines on red, added lines on green."
@@ -49,7 +51,7 @@ def diff_html(diff: str, title: str = "") -> str:
         rows.append(f"<div style='white-space:pre;{'background:' + bg + ';' if bg else ''}{'color:' + color if color else ''}'>{html.escape(line) or ' '}</div>")
     head = f"<div style='font-weight:bold;margin:4px 0'>{html.escape(title)}</div>" if title else ""
     return (f"<div class='distlab-diff'>{head}<div style='font-family:monospace;font-size:12px;border:1px solid #d0d7de;"
-            f"padding:4px;overflow-x:auto'>{''.join(rows)}</div></div>")
+            f"padding:4px;overflow-x:auto;line-height:1.35'>{''.join(rows)}</div></div>")
 
 # %% ../../nbs/61_lesson_widgets.ipynb #55d58645
 def show_code(id: str, variant: str = "broken", diff: bool | None = None):
@@ -100,7 +102,7 @@ class Predict:
         self.result = W.HTML("<i>Make your three predictions, then run the broken script.</i>")
         self.run_button = W.Button(description="Run the broken script", button_style="warning", icon="bug",
                                    layout=W.Layout(width="220px"))
-        self.run_button.on_click(lambda _: self._click())
+        self.run_button.on_click(lambda _: self._click(show=False))
         self.monitor_box = W.VBox()
         self.widget = W.VBox([W.HTML(f"<b>Predict</b> what {nproc} ranks running this script will do:"),
                               self.rank, self.line, self.kind, self.run_button, self.result, self.monitor_box],
@@ -119,11 +121,13 @@ class Predict:
         if kind is not None: self.kind.value = kind
         return self
 
-    def _click(self):
-        try: self.run_broken()
+    def _click(self, show: bool = True):
+        try: self.run_broken(show=show)
         except Exception as e: self.result.value = f"<span style='color:#cf222e'>{html.escape(f'{type(e).__name__}: {e}')}</span>"
 
-    def run_broken(self, block: bool = False):
+    def run_broken(self, block: bool = False,  # wait for the end and return the outcome (papermill, tests)
+                   show: bool = True,  # called from a cell: the live view in that cell's output (the button: in the widget)
+                  ):
         "Run the broken script on real ranks with the live view below; the predictions are graded when it ends (the outcome is returned with `block`)."
         from distlab.scenarios.runner import start_scenario, scenario_outcome
         if self.monitor is not None and not self.monitor.run.done: raise RuntimeError("the broken run is still going")
@@ -136,6 +140,7 @@ class Predict:
         self.result.value = "<i>running on real ranks ...</i>"
         self.monitor = RunMonitor(run, on_done=finished)
         self.monitor_box.children = [self.monitor.widget]
+        if show: show_here(self.monitor.widget, self.monitor_box, "the live view of the broken run")
         if not block: return None
         self.monitor.wait(); done.wait(30)
         return self.outcome
@@ -183,7 +188,7 @@ class FixIt:
         self.solution_button = W.Button(description="Show the solution", icon="eye")
         self.reset_button = W.Button(description="Start over", icon="undo")
         self.message, self.verdict, self.monitor_box = W.HTML(), W.HTML(), W.VBox()
-        self.try_button.on_click(lambda _: self._click())
+        self.try_button.on_click(lambda _: self._click(show=False))
         self.hint_button.on_click(lambda _: self.hint())
         self.solution_button.on_click(lambda _: self.solution())
         self.reset_button.on_click(lambda _: setattr(self.editor, "value", L.script_source(scenario)))
@@ -196,12 +201,13 @@ class FixIt:
         from IPython.display import display
         display(self.widget)
 
-    def _click(self):
-        try: self.try_fix()
+    def _click(self, show: bool = True):
+        try: self.try_fix(show=show)
         except Exception as e: self.message.value = f"<span style='color:#cf222e'>{html.escape(f'{type(e).__name__}: {e}')}</span>"
 
     def try_fix(self, source: str | None = None,  # the script to try (default: the editor's text; given, it replaces the editor's)
                 block: bool = False,  # wait for the verdict and return it (papermill, tests)
+                show: bool = True,  # called from a cell: the live view in that cell's output (the button: in the widget)
                ):
         "Run the script on real ranks under the watch with a live view; the verdict shows when it ends (returned with `block`)."
         if self.run is not None and not self.run.done: raise RuntimeError("a try is still running: wait for it or press its Stop")
@@ -217,6 +223,7 @@ class FixIt:
         if self.monitor: self.monitor.close()
         self.monitor = RunMonitor(run, on_done=graded)
         self.monitor_box.children = [self.monitor.widget]
+        if show: show_here(self.monitor.widget, self.monitor_box, "the live view of your try")
         self.message.value = f"try {len(self.verdicts) + 1}: run dir <code>{html.escape(str(run.run_dir))}</code>"
         if not block: return None
         self.monitor.wait(); done.wait(30)
@@ -237,3 +244,47 @@ class FixIt:
         d = L.solution(self.scenario)
         self.message.value = diff_html(d, "the solution")
         return d
+
+# %% ../../nbs/61_lesson_widgets.ipynb #e8381376
+def _png_tag(png: bytes, alt: str) -> str:
+    return f"<img alt='{html.escape(alt)}' style='max-width:100%' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
+
+def _side_html(o: dict | None, label: str) -> str:
+    "One column of `compare`: a run's facts and its two figures, or why there is none."
+    if not o: return f"<div style='flex:1;min-width:320px'><b>{html.escape(label)}</b><p><i>not run yet: run it (or replay its recording) first</i></p></div>"
+    from distlab.ui.plots import plot_progress, plot_timeline, fig_png
+    d = o.get("diagnosis") or {}
+    culprits = list(d.get("culprit_ranks") or [])
+    facts = {"status": o.get("status"), "diagnosis": (d.get("kind") or "none") + (f", culprit ranks {culprits}" if culprits else ""),
+             "time": f"{float(o.get('duration_s') or 0):.1f} s", "steps per rank": ", ".join(f"rank {r}: {n}" for r, n in (o.get("steps_per_rank") or {}).items()) or "-",
+             "as expected": "yes" if o.get("matched") else "no: " + "; ".join(o.get("problems") or [])}
+    facts |= {k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in (o.get("figures") or {}).items()}
+    rows = "".join(f"<tr><td style='padding-right:8px'>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items())
+    imgs = ""
+    if o.get("run_dir") and Path(o["run_dir"]).is_dir():
+        diag = d or None
+        imgs = (_png_tag(fig_png(plot_progress(o["run_dir"], culprits=culprits), dpi=60), f"{label}: progress")
+                + _png_tag(fig_png(plot_timeline(o["run_dir"], culprits=culprits, diagnosis=diag), dpi=60), f"{label}: timeline"))
+    return (f"<div class='distlab-compare-side' style='flex:1;min-width:320px'><b>{html.escape(label)}</b>"
+            f"<table style='font-size:90%'>{rows}</table>{imgs}</div>")
+
+def compare(scenario: str,  # scenario id
+            broken: dict | None = None,  # the broken run's outcome dict (default: its recording)
+            fixed: dict | None = None,  # the fix's outcome dict (default: its recording)
+            variant: str = "fixed",  # which fix: "fixed" or another variant
+           ):
+    "Broken beside a fix, as HTML a notebook shows and keeps: the code diff, each run's figures, progress plot and timeline."
+    from IPython.display import HTML
+    s = get_scenario(scenario)
+    s.variant(variant)
+    def recorded(v):
+        try:
+            from distlab.ui.replay import replay_outcome
+            return replay_outcome(scenario, v)
+        except (ValueError, FileNotFoundError): return None
+    broken, fixed = broken or recorded("broken"), fixed or recorded(variant)
+    if s.has_lesson and s.variant(variant).script: code = diff_html(L.script_diff(scenario, variant), f"what {variant} changes")
+    else: code = (f"<p><b>What {html.escape(variant)} changes</b> (settings of the rank function): "
+                  f"{html.escape(str(s.variant('broken').params))} &rarr; {html.escape(str(s.variant(variant).params))}</p>")
+    return HTML(f"<div class='distlab-compare'><h4 style='margin:4px 0'>{html.escape(s.title)}: broken beside {html.escape(variant)}</h4>{code}"
+                f"<div style='display:flex;gap:12px;flex-wrap:wrap'>{_side_html(broken, 'broken')}{_side_html(fixed, variant)}</div></div>")
