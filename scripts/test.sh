@@ -23,4 +23,12 @@ bash scripts/check_sync.sh
 echo "== module notebooks (nbdev-test, slow cells included), $(date -u +%T) UTC"
 .venv/bin/nbdev-test --flags slow
 echo "== pytest, $(date -u +%T) UTC"
-exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 tests "$@"
+# the docs site is built after it (from the walkthroughs it executed) and its page test runs last; a failure of
+# pytest still fails this script, after the docs steps have run
+rc=0
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 --ignore=tests/test_docs_site.py tests "$@" || rc=$?
+echo "== docs site (scripts/docs.sh), $(date -u +%T) UTC"
+time bash scripts/docs.sh
+echo "== docs site in a browser, $(date -u +%T) UTC"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=5 tests/test_docs_site.py
+exit "$rc"

@@ -1,12 +1,14 @@
 """One papermill run per walkthrough, shared by every test that reads its outcomes (a family's scenarios are run
 once in CI: the walkthrough test checks each variant against its catalogue entry, the family's own tests read the
 same runs' figures and run directories)."""
-import json, subprocess, sys
+import json, os, shutil, subprocess, sys
 from pathlib import Path
 from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 START_HERE = ROOT / "examples" / "00_start_here.ipynb"  # the syllabus: no parameters, no runs
+# each walkthrough, as executed, is also kept here for the docs site (scripts/docs.sh renders it with its outputs)
+EXECUTED = Path(os.environ.get("DISTLAB_EXECUTED_DIR") or ROOT / "build" / "executed")
 
 
 def _has_parameters(nb: Path) -> bool:
@@ -58,4 +60,6 @@ class WalkthroughRuns:
                             parameters=dict(nproc=2, backend="gloo", block=True, results_path=str(results),
                                             runs_root=str(out / "runs")),
                             progress_bar=False)
+        EXECUTED.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(out / nb.name, EXECUTED / nb.name)  # only a run that went to the end: the docs show real outcomes
         return json.loads(results.read_text())
