@@ -139,8 +139,9 @@ def test_installed_wheel_replays_recorded_runs_with_no_ranks(venv, tmp_path):
     code = ("import json, sys\n"
             "spawned = []\n"
             "sys.addaudithook(lambda ev, a: ev in ('subprocess.Popen', 'os.fork', 'os.posix_spawn', 'os.exec', 'os.system') and spawned.append(ev))\n"
-            "from distlab.ui.replay import recordings, recordings_dir, replay\n"
-            "m = replay('uneven-batches', 'broken')\n"
+            "from distlab.ui import lab\n"
+            "from distlab.ui.replay import recordings, recordings_dir\n"
+            "m = lab.replay('uneven-batches', 'broken')  # the issue's spelling\n"
             "print(json.dumps({'dir': str(recordings_dir()), 'recordings': recordings(), 'status': m.status.value, 'diagnosis': m.diagnosis.value,\n"
             "                  'png': m.timeline_img.value[:4] == b'\\x89PNG', 'spawned': spawned}))")
     p = sh([venv / "bin" / "python", "-c", code], cwd=tmp_path, env=clean_env(venv) | {"PYTHONPATH": str(widgets)})
