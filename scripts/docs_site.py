@@ -18,10 +18,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES, NBS = ROOT / "examples", ROOT / "nbs"
-WIDGET_NOTE = ("<div class='dl-widget'>Interactive widget ({name}): it works in Jupyter, where you run this "
-               "notebook yourself; the page shows the outputs the run printed and drew.</div>")
+WIDGET_NOTE = ("<div class='dl-widget'>An interactive widget was here (a prediction, the fix-it editor or the live "
+               "lab): it works when you run this notebook in Jupyter.</div>")
 CSS = """
-body { margin: 0 0 0 18rem !important; }
+body { margin: 0 0 0 18rem !important; padding: 0 2rem !important; }
 .dl-nav { position: fixed; top: 0; left: 0; bottom: 0; width: 17rem; overflow-y: auto; padding: 1rem;
   background: #f6f8fa; border-right: 1px solid #ddd; font: 14px/1.45 system-ui, sans-serif; z-index: 10; }
 .dl-nav h2 { font-size: 15px; margin: 1rem 0 .3rem; } .dl-nav ol, .dl-nav ul { padding-left: 1.2rem; margin: 0; }
@@ -73,7 +73,7 @@ def _fill_show_docs(nb, module: str | None, problems: list):
         if c.cell_type != "code": continue
         body = "\n".join(l for l in c.source.splitlines() if not l.startswith("#|")).strip()
         if not re.fullmatch(r"show_doc\(.+\)", body, re.S): continue
-        try: md = eval(body, {**ns, "show_doc": show_doc})._repr_markdown_()
+        try: md = re.sub(r"\]\(([^)]*)\)\{[^}]*\}", r"](\1)", eval(body, {**ns, "show_doc": show_doc})._repr_markdown_())  # Quarto's {attrs}
         except Exception as e:
             problems.append(f"{module}: {body}: {e!r}"); md = f"`{body}` could not be shown: {e!r}"
         c.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": md})]
@@ -125,8 +125,7 @@ def _widgets_as_notes(nb):
         for o in c.get("outputs", []):
             d = o.get("data") or {}
             if "application/vnd.jupyter.widget-view+json" in d:
-                name = (d.get("text/plain") or "widget").split("(")[0]
-                o["data"] = {"text/html": WIDGET_NOTE.format(name=html.escape(name))}
+                o["data"] = {"text/html": WIDGET_NOTE}
     nb.metadata.pop("widgets", None)
 
 
@@ -173,6 +172,7 @@ def render(pages: list, site: Path):
     from traitlets.config import Config
     cfg = Config()
     cfg.TagRemovePreprocessor.enabled = True
+    cfg.HTMLExporter.exclude_input_prompt = True  # "In [ ]:" beside every unexecuted module cell says nothing
     cfg.TagRemovePreprocessor.remove_cell_tags = {"remove_cell"}
     cfg.TagRemovePreprocessor.remove_input_tags = {"remove_input"}
     cfg.TagRemovePreprocessor.remove_all_outputs_tags = {"remove_output"}
