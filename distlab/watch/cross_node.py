@@ -233,7 +233,12 @@ class CrossNodeWatcher(Watcher):
         self._stacks_out: dict[str, str] = {}  # this node's ranks' stacks, dumped when the hub asked for them
 
     def close(self) -> None:
-        if self.hub is not None: self.hub.close()
+        if self.hub is not None:
+            self.hub.close()
+            try:  # what the channel carried, per node: for the record and benchmarks/emulated_nodes.py
+                nodes = [{k: n.get(k) for k in ("node", "host", "addr", "looks", "bytes", "bye", "eof_t")} for n in self.hub.snapshot()]
+                (self.run_dir / "cross_node.json").write_text(json.dumps({"role": "hub", "port": self.port, "nodes": nodes}, indent=1))
+            except OSError: pass
         if self.client is not None: self.client.close(self._message(time.time(), bye=True))
         super().close()
 
