@@ -13,16 +13,18 @@ from torch.utils.checkpoint import checkpoint
 
 from ..rank.events import read_events, event_ranks, emit
 from ..rank.memory import MIB, MemoryMonitor, apply_memory_limit, limit_device_memory
+from ..rank.memory_budget import MEMORY_BUDGET_ENV, MEMORY_STEPS_ENV
 from ..rank.worker import RankContext
-from ..train.memory_guards import MemoryGrowthDetector, check_memory_budget
+from ..train.memory_guards import check_memory_budget
 from . import Scenario, Variant, Expect, Measured, register
 
 # %% auto #0
 __all__ = ['PLAN_MARGIN', 'MIN_LEAK_MIB_PER_STEP', 'MAX_FLAT_MIB_PER_STEP', 'OOM_MODEL', 'OOM_BUDGET_MIB', 'UNEVEN_BUDGETS_MIB',
            'FieldsMLP', 'build_fields_mlp', 'batch_for', 'rank_device', 'budget_mib', 'rank_budget', 'warm_up',
-           'train_with_budget', 'memory_events', 'rank_peaks', 'peak_figures', 'check_oom_broken',
+           'train_with_budget', 'memory_events', 'rank_peaks', 'peak_figures', 'check_oom_broken', 'failed_allocation',
            'check_oom_accumulation', 'check_oom_checkpoint', 'check_oom_bf16', 'check_oom_fsdp', 'plan_micro_batch',
-           'check_uneven_broken', 'check_uneven_fixed', 'keep_probe_scores', 'check_leak_broken', 'check_leak_fixed']
+           'check_uneven_broken', 'micro_batches', 'check_uneven_fixed', 'check_leak_broken', 'check_leak_fixed',
+           'budget_env']
 
 # %% ../../nbs/46_memory.ipynb #f100f726
 class FieldsMLP(nn.Module):
@@ -143,11 +145,11 @@ def train_with_budget(ctx: RankContext):
     ctx.loop_done(p["steps"])
 
 # %% ../../nbs/46_memory.ipynb #6fcc1369
-def memory_events(run_dir, rank: int) -> list[dict]:
-    "`rank`'s `memory` events (last restart generation)."
+def memory_events(run_dir, rank: int, failed: bool = False) -> list[dict]:
+    "`rank`'s `memory` events of the steps it finished (last restart generation); `failed=True`: the one of the step that failed."
     evs = read_events(run_dir, rank)
     gen = max((int(e.get("gen") or 0) for e in evs), default=0)
-    return [e for e in evs if e["ev"] == "memory" and int(e.get("gen") or 0) == gen]
+    return [e for e in evs if e["ev"] == "memory" and int(e.get("gen") or 0) == gen and bool(e.get("failed")) == failed]
 
 def rank_peaks(run_dir) -> dict[int, dict]:
     "Per rank: the `memory` event of its highest-peak step, and the median step time past the first step."
@@ -184,7 +186,19 @@ def check_oom_broken(result) -> Measured:
                   "broken_signature": "cpu-oom" if "host (CPU) memory" in text else "cuda-oom" if "CUDA out of memory" in text else None})
     if not any(s in text for s in ("can't allocate memory", "out of memory", "OutOfMemoryError")):
         m.problems.append(f"the rank did not die of an allocation failure: {tb[-300:] or d.get('headline')}")
+    m.figures.update({f"broken_{k}": v for k, v in failed_allocation(result).items()})
     return m
+
+def failed_allocation(result) -> dict:
+    "The step that failed on the rank that died: MiB it held above its start (the limit's count), MiB it asked for, its budget."
+    dead = (result.failure or {}).get("rank")
+    fails = {r: e[0] for r in event_ranks(result.run_dir) if (e := memory_events(result.run_dir, r, failed=True))}
+    if not fails: return {}
+    r = dead if dead in fails else min(fails)
+    e = fails[r]
+    budget = None if e.get("budget_bytes") is None else e["budget_bytes"] - e["baseline_bytes"]
+    return {"failed_rank": r, "failed_step": e["step"], "failed_held_mib": _mib(e.get("data_growth_bytes")),
+            "failed_asked_mib": _mib(e.get("requested_bytes")), "failed_budget_mib": _mib(budget)}
 
 def _check_fits(result, prefix: str, **limits) -> Measured:
     m = Measured(peak_figures(result.run_dir, prefix))
@@ -209,15 +223,17 @@ def check_oom_bf16(result) -> Measured:
 
 def check_oom_fsdp(result) -> Measured:
     "Fixed by FSDP: fits, and each rank holds about 1/W of the parameters (measured local shards)."
+    import runpy
     from distlab.scenarios import get_scenario
     m = _check_fits(result, "fsdp")
-    p = get_scenario("oom").variant("fixed-fsdp").params
-    full = sum(x.numel() * 4 for x in build_fields_mlp({**p, "vocab": p["vocab"]}).parameters())
+    lesson = runpy.run_path(str(get_scenario("oom").script_path("broken")), run_name="lesson")  # the model as the script defines it
+    full = sum(x.numel() * x.element_size() for x in lesson["FieldsMLP"]().parameters())
     world = len(rank_peaks(result.run_dir))
     m.figures["fsdp_full_params_mib"] = _mib(full)
-    if m.figures["fsdp_params_mib"] > _mib(full) / world * 1.1:
+    if world < 2 or m.figures["fsdp_params_mib"] > _mib(full) / world * 1.1:
         m.problems.append(f"each rank holds {m.figures['fsdp_params_mib']} MiB of parameters, not ~1/{world} of {_mib(full)} MiB")
     return m
+
 
 # %% ../../nbs/46_memory.ipynb #287126ad
 PLAN_MARGIN = 0.15  # of the room above the baseline: the 5-step test runs without DDP, whose buckets add about one more copy of the gradients
@@ -252,48 +268,35 @@ def check_uneven_broken(result) -> Measured:
     m.figures["uneven_broken_died"] = (result.failure or {}).get("rank")
     return m
 
+def micro_batches(run_dir) -> dict[int, int]:
+    "Rank -> the micro-batch it trained with, from the line the lesson script prints (`rank 1: micro-batch 32768 ...`)."
+    import re
+    from ..contract import log_path
+    out = {}
+    for r in event_ranks(run_dir):
+        try: text = log_path(run_dir, r).read_text()
+        except OSError: continue
+        if m := re.search(r"micro-batch (\d+)", text): out[r] = int(m.group(1))
+    return out
+
 def check_uneven_fixed(result) -> Measured:
-    "Fixed: every rank fits its own budget; the smaller one trains with a smaller micro-batch (more accumulation)."
+    "Fixed: every rank fits its own budget, step after step (how is the learner's choice: the figures say what each rank did)."
     peaks = rank_peaks(result.run_dir)
+    micros = micro_batches(result.run_dir)
     f = {f"uneven_rank{r}_{k}": v for r, e in peaks.items() for k, v in
-         (("peak_mib", _mib(e["peak_bytes"])), ("budget_mib", _mib(e["budget_bytes"])), ("micro_batch", e.get("micro_batch")),
-          ("step_ms", round(e["median_step_s"] * 1e3, 1)))}
+         (("peak_mib", _mib(e["peak_bytes"] - e["baseline_bytes"])), ("budget_mib", _mib((e.get("budget_bytes") or 0) - e["baseline_bytes"])),
+          ("micro_batch", micros.get(r)), ("step_ms", round(e["median_step_s"] * 1e3, 1) if e.get("median_step_s") else None))}
     m = Measured(f)
+    if len(peaks) < 2: m.problems.append(f"memory records from ranks {sorted(peaks)} only: every rank must finish its steps")
     for r, e in peaks.items():
-        if e["peak_bytes"] > e["budget_bytes"]: m.problems.append(f"rank {r} peaks at {_mib(e['peak_bytes'])} MiB over its {_mib(e['budget_bytes'])} MiB")
-    micros = {r: e.get("micro_batch") for r, e in peaks.items()}
-    small = min(peaks, key=lambda r: peaks[r]["budget_bytes"])
-    if micros[small] != min(micros.values()) or len(set(micros.values())) < 2:
-        m.problems.append(f"the smaller-budget rank {small} should train with the smaller micro-batch: {micros}")
+        if e.get("budget_bytes") is None: m.problems.append(f"rank {r} ran without its memory budget"); continue
+        if e["peak_bytes"] > e["budget_bytes"]:
+            m.problems.append(f"rank {r} peaks at {_mib(e['peak_bytes'] - e['baseline_bytes'])} MiB over its start, past its "
+                              f"{_mib(e['budget_bytes'] - e['baseline_bytes'])} MiB budget")
     return m
 
-# %% ../../nbs/46_memory.ipynb #5d1f1515
-def keep_probe_scores(ctx: RankContext):
-    "Train; after each step score a fixed probe batch for a running metric. Broken: the score kept as a tensor with its graph."
-    ctx.init()
-    p, device = ctx.params, rank_device(ctx)
-    mem = MemoryMonitor(device)
-    model = DDP(build_fields_mlp(p).to(device))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    mem.watch(model, opt)
-    detector = MemoryGrowthDetector(window=p["window"], device=device)
-    probe, _ = batch_for(p, ctx.rank, -1, n=p["probe_batch"], device=device)
-    scores = []
-    for step in range(p["steps"]):
-        x, y = batch_for(p, ctx.rank, step, device=device)
-        opt.zero_grad(set_to_none=True)
-        loss = nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        if p["keep_graph"]:
-            scores.append(model.module(probe).softmax(-1).amax(-1).mean())  # BROKEN: a tensor that holds the probe's graph
-        else:
-            with torch.no_grad(): scores.append(model.module(probe).softmax(-1).amax(-1).mean().item())  # FIXED: a float
-        r = mem.step_done(step)
-        if (g := detector.observe(step, r.current_bytes)) is not None and ctx.rank == 0: print(g.text(), flush=True)
-        ctx.step(step, loss=round(loss.item(), 4), samples=len(x))
-    ctx.loop_done(p["steps"])
 
+# %% ../../nbs/46_memory.ipynb #5d1f1515
 def _growth(run_dir) -> tuple[float, list[str]]:
     "The median over ranks of the growth of memory after each step (MiB/step, past two warm-up steps), and the ranks' growth notes."
     slopes, notes = [], []
@@ -305,14 +308,13 @@ def _growth(run_dir) -> tuple[float, list[str]]:
         notes += [e["text"] for e in read_events(run_dir, r) if e["ev"] == "note" and e.get("text", "").startswith("memory growth")]
     return (statistics.median(slopes) if slopes else 0.0), notes
 
-MIN_LEAK_MIB_PER_STEP, MAX_FLAT_MIB_PER_STEP = 2.0, 0.5  # measured 2.67 MiB/step with a 2048-sample probe; the probe now has 4096
+MIN_LEAK_MIB_PER_STEP, MAX_FLAT_MIB_PER_STEP = 2.0, 0.5  # a 4096-sample probe keeps ~2.7 MiB of activations per step
 
 def check_leak_broken(result) -> Measured:
-    "Broken: memory grows every step and the growth detector names tensors kept with their graphs."
+    "Broken: memory grows every step, by about what one probe's forward keeps."
     slope, notes = _growth(result.run_dir)
-    m = Measured({"leak_broken_mib_per_step": round(slope, 2), "leak_broken_detector": notes[0][:300] if notes else None})
+    m = Measured({"leak_broken_mib_per_step": round(slope, 2)})
     if slope < MIN_LEAK_MIB_PER_STEP: m.problems.append(f"memory grows {slope:.2f} MiB/step, expected at least {MIN_LEAK_MIB_PER_STEP}")
-    if not notes or "autograd graph" not in notes[0]: m.problems.append(f"the growth detector did not name the kept graphs: {notes}")
     return m
 
 def check_leak_fixed(result) -> Measured:
@@ -324,107 +326,119 @@ def check_leak_fixed(result) -> Measured:
 
 # %% ../../nbs/46_memory.ipynb #fd6c3115
 _P = "distlab.scenarios.memory"
-OOM_MODEL = {"fields": 4, "vocab": 24576, "width": 64, "blocks": 8, "batch": 32768}
-OOM_BUDGET_MIB = 176  # headroom over the rank after its warm-up step. Sized from measured runs of each variant (data
-# segment growth at the step's end + the step's transient; a smaller model, vocab 8192 and batch 24576, needed: whole
-# batch 93 MiB, accumulation 52, checkpointing 74, FSDP 82; this one adds 16 MiB of parameters (x5 under DDP + Adam,
-# x2.5 under FSDP) and a third more activations)
-UNEVEN_BUDGETS_MIB = [230, 176]  # rank 0 (the 12 GB card) and rank 1 (the 8 GB one)
+OOM_MODEL = {"fields": 4, "vocab": 24576, "width": 64, "blocks": 8, "batch": 32768}  # `train_with_budget`'s model (the gpu tests)
+
 
 # %% ../../nbs/46_memory.ipynb #2192385e
-_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}  # glibc: each tensor over 128 KiB gets its own mapping, returned when freed
+OOM_BUDGET_MIB = 176  # MiB each rank may grow by after init_process_group; sized from measured runs (see the table below)
+UNEVEN_BUDGETS_MIB = (230, 176)  # rank 0 (the bigger card) and rank 1 (the smaller one)
+_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "131072"}  # glibc: each tensor over 128 KiB gets its own mapping, returned when freed
+
+def budget_env(*mibs: float) -> dict:
+    "The launch environment of a run whose ranks get these budgets (one for all, or one per rank)."
+    return {MEMORY_BUDGET_ENV: ",".join(f"{m:g}" for m in mibs), **_MALLOC}
+
 _OOM_EXPLANATION = (
     "A training step needs, at its peak, the model's state (parameters, their gradients, the optimizer's state: two "
     "more copies for Adam) plus what DDP keeps beside it (its gradient buckets, a second copy of the gradients) plus "
     "the step's transient memory: the activations saved for backward, which grow with the micro-batch, and the "
-    "temporaries of backward and the optimizer. When that passes what the device (here: the rank's budget) allows, the "
-    "allocator fails in the middle of the step. Here every rank caps its own data segment with RLIMIT_DATA at "
-    "`budget_mib` MiB over what it holds after joining the process group, so torch's own CPU allocator fails "
-    "('DefaultCPUAllocator: can't allocate memory'); on a GPU the same code caps the CUDA allocator with "
-    "set_per_process_memory_fraction and gets torch.cuda.OutOfMemoryError. The four fixes cut different parts, and "
-    "the results say which by how much: gradient accumulation (micro-batches of a quarter, the first three under "
-    "no_sync, each loss scaled by its share) cuts the activations to a quarter at the same effective batch; "
-    "activation checkpointing (torch.utils.checkpoint on segments of two blocks) keeps only each segment's input and "
-    "recomputes the rest in backward; bf16 autocast saves bf16 activations (half the bytes; on this CPU, without bf16 "
-    "matrix units, it is much slower, on GPUs faster); FSDP (fully_shard on every table and block) keeps 1/W of the "
-    "parameters, gradients and Adam state on each rank and gathers a unit's weights only while it runs. "
-    "torch.cuda.empty_cache(), which the guides suggest first, returns cached blocks to the device but makes no "
-    "room for the step's own tensors.")
+    "temporaries of backward and the optimizer. When that passes what the device allows, the allocator fails in the "
+    "middle of the step. Here the launch gives every CPU rank a budget (`DISTLAB_MEMORY_BUDGET_MIB`: once the "
+    "script's init_process_group returns, its data segment may grow by that many MiB, enforced by the kernel's "
+    "RLIMIT_DATA), so torch's own CPU allocator fails ('DefaultCPUAllocator: can't allocate memory'), as the CUDA "
+    "allocator raises torch.OutOfMemoryError on a full GPU. The four fixes cut different parts, and the figures say "
+    "which by how much: gradient accumulation (micro-batches of a quarter, the first three under no_sync, each loss "
+    "scaled by its share) cuts the activations to a quarter at the same effective batch; activation checkpointing "
+    "(torch.utils.checkpoint on segments of two blocks) keeps only each segment's input and recomputes the rest in "
+    "backward; bf16 autocast saves bf16 activations (half the bytes; faster on GPUs, on CPUs without bf16 "
+    "instructions several times slower); FSDP (fully_shard on every table and block) keeps 1/W of the parameters, gradients and "
+    "Adam state on each rank and gathers a unit's weights only while it runs. torch.cuda.empty_cache(), which the "
+    "guides suggest first, returns the caching allocator's free blocks to the device: it makes no room for the "
+    "step's own tensors, and on a CPU it does nothing at all.")
 
 register(Scenario(
     id="oom", title="Out of memory: the step does not fit, and four fixes with their cost",
-    family="memory", seeds=("000", "001", "002", "003", "004"),
+    family="memory", seeds=("000", "001", "002", "003", "004"), default_nproc=2, timeout_s=240.0,
     symptom="`RuntimeError: CUDA out of memory. Tried to allocate ...` (on CPU: `DefaultCPUAllocator: can't allocate "
             "memory`) in the first steps, on every rank; a smaller batch makes it go away.",
     explanation=_OOM_EXPLANATION,
-    rank_fn=f"{_P}:train_with_budget", default_nproc=2, timeout_s=180.0, launch_options={"env": _ENV},
+    hints=("What is alive at the peak of a step? The model's state is fixed; what grows with the batch?",
+           "The activations of all 32768 samples are kept for backward at once. The optimizer needs the gradient of the "
+           "whole batch, not the whole batch in memory at once.",
+           "Split the batch into micro-batches, scale each loss by its share of the batch and call backward on each (under "
+           "model.no_sync() for all but the last), then one opt.step(). Checkpointing the blocks, bf16 autocast or "
+           "fully_shard work too; catching the error does not."),
+    launch_options={"env": budget_env(OOM_BUDGET_MIB)},
     variants={
-        "broken": Variant(name="broken", description=f"DDP + Adam, the whole batch of {OOM_MODEL['batch']} in one pass, under a {OOM_BUDGET_MIB} MiB budget",
-                          params={**OOM_MODEL, "budget_mib": OOM_BUDGET_MIB, "steps": 3},
-                          expect=Expect(status="failed", kind="rank-died", checks=(f"{_P}:check_oom_broken",))),
+        "broken": Variant(name="broken", description=f"DDP + Adam, the whole batch of 32768 in one pass, under a {OOM_BUDGET_MIB} MiB budget",
+                          script="broken.py", expect=Expect(status="failed", kind="rank-died", checks=(f"{_P}:check_oom_broken",))),
         "fixed": Variant(name="fixed", description="gradient accumulation: 4 micro-batches of a quarter, the first three under no_sync",
-                         params={**OOM_MODEL, "budget_mib": OOM_BUDGET_MIB, "steps": 3, "micro_batch": OOM_MODEL["batch"] // 4},
-                         expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_oom_accumulation",))),
+                         script="fixed.py", expect=Expect(status="ok", equal_steps=True, min_steps=2, checks=(f"{_P}:check_oom_accumulation",))),
         "fixed-checkpoint": Variant(name="fixed-checkpoint", description="activation checkpointing of the blocks, two per segment",
-                                    params={**OOM_MODEL, "budget_mib": OOM_BUDGET_MIB, "steps": 3, "checkpoint": True},
-                                    expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_oom_checkpoint",))),
+                                    script="fixed-checkpoint.py",
+                                    expect=Expect(status="ok", equal_steps=True, min_steps=2, checks=(f"{_P}:check_oom_checkpoint",))),
         "fixed-bf16": Variant(name="fixed-bf16", description="bf16 autocast (weights, gradients and Adam state stay float32)",
-                              params={**OOM_MODEL, "budget_mib": OOM_BUDGET_MIB, "steps": 2, "bf16": True},
-                              expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_oom_bf16",))),
+                              script="fixed-bf16.py", expect=Expect(status="ok", equal_steps=True, min_steps=2, checks=(f"{_P}:check_oom_bf16",))),
         "fixed-fsdp": Variant(name="fixed-fsdp", description="FSDP2 fully_shard on every table and block (gloo on CPU)",
-                              params={**OOM_MODEL, "budget_mib": OOM_BUDGET_MIB, "steps": 3, "fsdp": True},
-                              expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_oom_fsdp",))),
+                              script="fixed-fsdp.py", expect=Expect(status="ok", equal_steps=True, min_steps=2, checks=(f"{_P}:check_oom_fsdp",))),
     }))
 
 register(Scenario(
     id="uneven-memory", title="Uneven memory: the rank with the smaller card runs out first",
-    family="memory", seeds=("004", "000"),
+    family="memory", seeds=("004", "000"), default_nproc=2, timeout_s=240.0,
     symptom="`rank 1: CUDA out of memory` while rank 0 is fine; a cluster that mixes a 12 GB card with 8 GB ones; "
             "nvidia-smi shows one GPU at 100 % memory and the others with room to spare.",
-    explanation="DDP runs the same model with the same micro-batch on every rank, so every rank needs the same memory, "
-                "and the smallest card decides. Here rank 0 may grow by 12 units and rank 1 by 8 (guide 004's 12 GB "
-                "master and 8 GB workers; CPU ranks cap their data segment, one GPU is shared with "
-                "set_per_process_memory_fraction in the gpu test). Broken: the same micro-batch everywhere; rank 1 "
-                "dies of OOM and rank 0 waits for it in the all-reduce. Fixed: before training every rank runs the "
-                "guides' 5-step test (`check_memory_budget`: a throwaway copy of the model without DDP, a few steps, "
-                "each rank's peak against its own budget, the report gathered on every rank); it names rank 1 as the "
-                "first to fail, and each rank that misses its budget halves its micro-batch (doubling its "
-                "accumulation) until every rank fits. Each rank still contributes its whole batch per step, so DDP's "
-                "average is unchanged; the smaller rank pays with more, smaller passes, and through DDP so does the "
-                "bigger one. Sharding (FSDP) is the other fix when the model's state is what fills the small card.",
-    rank_fn=f"{_P}:train_with_budget", default_nproc=2, timeout_s=180.0, launch_options={"env": _ENV},
+    explanation="DDP runs the same model on every rank, and a script that gives every rank the same micro-batch needs the "
+                "same memory on every rank, so the smallest card decides. Here the launch gives rank 0 a budget of "
+                f"{UNEVEN_BUDGETS_MIB[0]} MiB and rank 1 one of {UNEVEN_BUDGETS_MIB[1]} (guide 004's 12 GB master and 8 GB "
+                "workers, scaled down; CPU ranks cap their data segment). Broken: the whole batch at once on both; "
+                "rank 1 dies of out-of-memory and rank 0 waits for it in the gradient all-reduce. Fixed: before "
+                "training each rank finds the largest micro-batch its own memory holds (the guides' test: a throwaway "
+                "copy of the model without DDP, so a failure there leaves no collective half-done, with room set aside "
+                "for Adam's two moments and DDP's copy of the gradients; halve on failure), then accumulates that many "
+                "passes per step. Each rank still steps on its whole batch, so DDP's average is unchanged and every "
+                "rank issues one gradient all-reduce per step; the smaller rank pays with more, smaller passes, and "
+                "through DDP so does the bigger one. Using the smallest card's micro-batch on every rank is also "
+                "correct, and simpler where the cards are known. Sharding (FSDP) is the other fix when the model's "
+                "state is what fills the small card.",
+    hints=("Which rank dies, and what differs between the two ranks?",
+           "Rank 1's budget is smaller. With the same micro-batch everywhere, the smallest card decides.",
+           "Give rank 1 (or every rank) a smaller micro-batch and accumulate: each rank still steps on its whole batch, "
+           "with one all-reduce after its last micro-batch. Each rank can find its own by trying a throwaway copy of the "
+           "model before training."),
+    launch_options={"env": budget_env(*UNEVEN_BUDGETS_MIB)},
     variants={
-        "broken": Variant(name="broken", description=f"the same micro-batch on both ranks; budgets {UNEVEN_BUDGETS_MIB} MiB",
-                          params={**OOM_MODEL, "budgets_mib": UNEVEN_BUDGETS_MIB, "steps": 3},
+        "broken": Variant(name="broken", description=f"the whole batch at once on both ranks; budgets {list(UNEVEN_BUDGETS_MIB)} MiB",
+                          script="broken.py",
                           expect=Expect(status="failed", kind="rank-died", culprits="last", checks=(f"{_P}:check_uneven_broken",))),
-        "fixed": Variant(name="fixed", description="the 5-step budget check on every rank; the rank that misses halves its micro-batch",
-                         params={**OOM_MODEL, "budgets_mib": UNEVEN_BUDGETS_MIB, "steps": 3, "plan_ranks": [0, 1, 2, 3, 4, 5, 6, 7]},
-                         expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_uneven_fixed",))),
+        "fixed": Variant(name="fixed", description="each rank finds the largest micro-batch it holds with a throwaway copy, then accumulates",
+                         script="fixed.py", expect=Expect(status="ok", equal_steps=True, min_steps=2, checks=(f"{_P}:check_uneven_fixed",))),
     }))
-
-_LEAK = {"fields": 4, "vocab": 2048, "width": 64, "blocks": 4, "batch": 1024, "probe_batch": 4096, "steps": 14, "window": 6}
 
 register(Scenario(
     id="memory-leak", title="Memory leak: metric tensors kept with their graphs",
-    family="memory", seeds=("000",),
+    family="memory", seeds=("000",), default_nproc=2, timeout_s=120.0,
     symptom="Memory grows a little every step (nvidia-smi, or the process's resident size on CPU) until the job runs "
             "out of memory after hours; restarting from a checkpoint buys the same hours again.",
     explanation="A tensor computed with autograd on keeps its graph, and the graph keeps every activation its "
                 "backward would need, until the tensor dies. Here each step scores a fixed probe batch for a running "
-                "metric in train mode and appends the score tensor to a list: no backward ever runs through it, so "
-                "each kept score holds its forward pass's saved activations, a few MiB per step. distlab's "
-                "`MemoryGrowthDetector` watches the memory left after each step, confirms steady growth over six "
-                "steps, and finds the cause: tensors alive between steps that still hold a graph. The fix is to keep "
-                "`score.item()` (a float), and to compute metrics under `torch.no_grad()`. Guide 000 blames storing "
+                "metric and appends the score tensor to a list: no backward ever runs through it, so each kept score "
+                "holds its forward pass's saved activations, a few MiB per step. The launch records each rank's memory "
+                "after every optimizer step (`DISTLAB_MEMORY_STEPS=1`), and the check fits the growth. The fix is to "
+                "compute the metric under `torch.no_grad()` and keep `score.item()` (a float). Guide 000 blames storing "
                 "the training loss; after its `backward()` a kept loss holds only the graph's bookkeeping (backward "
-                "frees the saved tensors), so that leaks far more slowly; it is graphs that never ran backward that "
-                "hold the memory.",
-    rank_fn=f"{_P}:keep_probe_scores", default_nproc=2, timeout_s=120.0, launch_options={"env": _ENV},
+                "frees the saved tensors), so that leaks far more slowly: it is graphs that never ran backward that "
+                "hold the memory. `distlab.train.memory_guards.MemoryGrowthDetector` in the loop itself confirms such "
+                "growth after a few steps and names tensors that hold graphs as the cause.",
+    hints=("Look at memory after each step: does it climb? What does the loop keep from one step to the next?",
+           "`scores` holds tensors. Each was computed with autograd on, so each keeps its graph, and the graph keeps "
+           "the activations of the probe's forward pass.",
+           "Compute the score under torch.no_grad() and append score.item(), a float."),
+    launch_options={"env": {MEMORY_STEPS_ENV: "1", **_MALLOC}},
     variants={
         "broken": Variant(name="broken", description="scores.append(model(probe).softmax(-1).amax(-1).mean()): a tensor with its graph",
-                          params={**_LEAK, "keep_graph": True},
-                          expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_leak_broken",))),
+                          script="broken.py", expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_leak_broken",))),
         "fixed": Variant(name="fixed", description="scores.append(...item()) under torch.no_grad()",
-                         params={**_LEAK, "keep_graph": False},
-                         expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_leak_fixed",))),
+                         script="fixed.py", expect=Expect(status="ok", equal_steps=True, min_steps=14, checks=(f"{_P}:check_leak_fixed",))),
     }))
+

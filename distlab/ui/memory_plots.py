@@ -33,41 +33,71 @@ def has_memory_events(run_dir: str | Path) -> bool:
     return any(memory_by_rank(run_dir).values())
 
 # %% ../../nbs/53_memory_plots.ipynb #ea00b0eb
+def _attempt(e: dict) -> tuple[float, float]:
+    "(what the rank held when the allocation failed, what it asked for) of a failed-step event, in MiB: held in the limit's own count when known."
+    held = e["baseline_bytes"] + e["data_growth_bytes"] if e.get("data_growth_bytes") is not None else e["current_bytes"]
+    return held / MIB, (e.get("requested_bytes") or 0) / MIB
+
+def _failed_bar(ax, i: int, e: dict, prev: dict | None = None):
+    "Rank `i`'s bar at the step that failed: what it held, the allocation it was refused on top, and the budget it would have passed."
+    held, asked = _attempt(e)
+    bottom = 0.0
+    for key, label, color in PARTS[:-1]:  # "other" as after the last finished step; the rest of what it held is the failed step's
+        h = max(0.0, min(((prev if key == "other_bytes" and prev else e).get(key) or 0) / MIB, held - bottom))
+        ax.bar(i, h, bottom=bottom, color=color, width=0.6, label=label); bottom += h
+    ax.bar(i, held - bottom, bottom=bottom, color=PARTS[-1][2], width=0.6, label=PARTS[-1][1])
+    ax.bar(i, asked, bottom=held, width=0.6, color="none", edgecolor="#cf222e", hatch="////", lw=1.5, label="the allocation that failed")
+    ax.plot([i], [held + asked], marker="x", color="#cf222e", ms=9, mew=2.5)
+    ax.annotate(f"failed: +{asked:.0f} MiB\n(step {e['step']}, at {held:.0f})", (i, held + asked), fontsize=7, ha="center", va="bottom",
+                xytext=(0, 6), textcoords="offset points", color="#cf222e")
+
 def plot_memory(run: str | Path | dict,  # a run directory, or {rank: memory events}
                 title: str | None = None, culprits: list[int] = ()) -> Figure:
-    "Stacked memory per rank at its peak step (budget and peak marked), and the peak over the steps."
+    "Stacked memory per rank at its peak step (budget and peak marked; a step that failed as the allocation it was refused), and the peak over the steps."
     by_rank = memory_by_rank(run) if isinstance(run, (str, Path)) else run
     ranks = sorted(by_rank)
-    fig = Figure(figsize=(11, 3.6))
+    fig = Figure(figsize=(11, 4.6))
     ax, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.4]})
     for i, r in enumerate(ranks):
-        evs = by_rank[r]
-        if not evs:
+        evs = [e for e in by_rank[r] if not e.get("failed")]
+        fail = next((e for e in by_rank[r] if e.get("failed")), None)
+        if not evs and fail is None:
             ax.text(i, 0, "no reading\n(died in its\nfirst step)", ha="center", va="bottom", fontsize=8, color="#cf222e"); continue
-        top, bottom = max(evs, key=lambda e: e["peak_bytes"]), 0.0
-        for key, label, color in PARTS:
-            h = (top.get(key) or 0) / MIB
-            ax.bar(i, h, bottom=bottom, color=color, label=label if i == 0 or not ax.get_legend_handles_labels()[0] else None, width=0.6)
-            bottom += h
-        ax.plot([i - 0.35, i + 0.35], [top["peak_bytes"] / MIB] * 2, color="black", lw=2)
+        top = max(evs, key=lambda e: e["peak_bytes"]) if evs else fail
+        if fail is not None: _failed_bar(ax, i, fail, evs[-1] if evs else None)
+        else:
+            bottom = 0.0
+            for key, label, color in PARTS:
+                h = (top.get(key) or 0) / MIB
+                ax.bar(i, h, bottom=bottom, color=color, label=label, width=0.6)
+                bottom += h
+            ax.plot([i - 0.35, i + 0.35], [top["peak_bytes"] / MIB] * 2, color="black", lw=2)
+            ax.annotate(f"peak {top['peak_bytes'] / MIB:.0f} MiB\n(step {top['step']})", (i, top["peak_bytes"] / MIB), fontsize=7,
+                        ha="center", va="bottom", xytext=(0, 3), textcoords="offset points")
         if top.get("budget_bytes"):
             ax.plot([i - 0.4, i + 0.4], [top["budget_bytes"] / MIB] * 2, color="#cf222e", ls="--", lw=2)
             ax.annotate(f"budget\n{top['budget_bytes'] / MIB:.0f}", (i + 0.42, top["budget_bytes"] / MIB), fontsize=7, color="#cf222e", va="center", ha="left")
-        ax.annotate(f"peak {top['peak_bytes'] / MIB:.0f} MiB\n(step {top['step']})", (i, top["peak_bytes"] / MIB), fontsize=7, ha="center", va="bottom",
-                    xytext=(0, 3), textcoords="offset points")
         steps = [e["step"] for e in evs]
         line, = ax2.plot(steps, [e["peak_bytes"] / MIB for e in evs], marker="o", ms=3, label=f"rank {r} peak")
         ax2.plot(steps, [e["current_bytes"] / MIB for e in evs], ls=":", color=line.get_color(), label=f"rank {r} after the step")
+        if fail is not None:
+            held, asked = _attempt(fail)
+            ax2.plot([fail["step"]], [held + asked], marker="x", ms=9, mew=2.5, color=line.get_color(), ls="none",
+                     label=f"rank {r} failed: +{asked:.0f} MiB")
+            ax2.annotate(f"failed: +{asked:.0f} MiB", (fail["step"], held + asked), fontsize=7, color="#cf222e",
+                         xytext=(5, 4), textcoords="offset points")
+            if evs: ax2.plot([steps[-1], fail["step"]], [evs[-1]["peak_bytes"] / MIB, held + asked], ls="--", lw=0.8, color=line.get_color())
         if top.get("budget_bytes"): ax2.axhline(top["budget_bytes"] / MIB, color=line.get_color(), ls="--", lw=1)
     seen = {}
     for h, l in zip(*ax.get_legend_handles_labels()): seen.setdefault(l, h)
-    ax.legend(seen.values(), seen.keys(), fontsize=7, loc="lower left")
+    ax.legend(seen.values(), seen.keys(), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
     ax.set_xlim(-0.6, len(ranks) - 0.1)
     ax.set_xticks(range(len(ranks)), [f"rank {r}" + (" (culprit)" if r in culprits else "") for r in ranks])
-    ax.set_ylabel("MiB"); ax.set_title("at each rank's peak step", fontsize=9)
-    ax.margins(y=0.15)
+    ax.set_ylabel("MiB"); ax.set_title("at each rank's peak step (or the step that failed)", fontsize=9)
+    ax.margins(y=0.2)
     ax2.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    ax2.set_xlabel("step"); ax2.set_ylabel("MiB"); ax2.set_title("peak per step (solid), left after the step (dotted)", fontsize=9)
+    ax2.margins(x=0.15, y=0.15)
+    ax2.set_xlabel("step"); ax2.set_ylabel("MiB"); ax2.set_title("peak per step (solid), left after the step (dotted), failed (x)", fontsize=9)
     if ax2.lines: ax2.legend(fontsize=7, loc="best")
     fig.suptitle(title or "memory per rank")
     fig.tight_layout()

@@ -1,0 +1,99 @@
+"""The memory lessons (distlab.scenarios.memory) on real ranks at world 2: each broken script dies of the real
+allocator error under the limit its launch sets, and its memory record shows the allocation that failed over the
+budget; each fix trains every step under the budget, running exactly the script shown; and the grader takes other
+fixes and refuses non-fixes with the reason. The broken and fixed runs are walkthrough 03's (made once per session);
+the 4 learner tries under tests/fixes/<id>/ go two at a time."""
+import hashlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+import pytest
+from distlab.scenarios import SCENARIOS
+from distlab.scenarios.lesson import ran_hashes, try_fix
+from distlab.scenarios.memory import memory_events, rank_peaks
+from helpers import gone_within
+
+FIXES = Path(__file__).parent / "fixes"
+NPROC = 2
+MEMORY = ("oom", "uneven-memory", "memory-leak")
+# (scenario, a learner's script, passes?, what the verdict must say)
+TRIES = [
+    ("oom", "eight_micro_batches.py", True, ""),  # accumulation over 8 strided micro-batches, no_sync written out
+    ("memory-leak", "detach.py", True, ""),  # the score kept as a detached tensor: no graph, no growth
+    ("oom", "skip_the_step.py", False, "at least 2 steps"),  # catch the error and go on: no rank ever trains
+    ("oom", "raise_the_limit.py", False, "budget"),  # lift RLIMIT_DATA from inside the script: it runs, over the budget
+]
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def test_the_tries_cover_two_fixes_and_a_non_fix():
+    assert all((FIXES / s / n).is_file() for s, n, _, _ in TRIES)
+    assert sum(p for _, _, p, _ in TRIES) >= 2 and not all(p for _, _, p, _ in TRIES)
+    assert {p for s, _, p, _ in TRIES if s == "oom"} == {True, False}
+
+
+@pytest.fixture(scope="module")
+def runs(walkthroughs, tmp_path_factory):
+    "Every variant of the memory family (walkthrough 03's runs, made once per session) and every try on 2 real gloo ranks, two at a time."
+    root = tmp_path_factory.mktemp("memory")
+    with ThreadPoolExecutor(2) as pool:
+        tries = pool.map(lambda t: try_fix(t[0], FIXES / t[0] / t[1], nproc=NPROC, backend="gloo", runs_root=root), TRIES)
+        out = {("try", s, n): v for (s, n, _, _), v in zip(TRIES, tries)}
+    for (sid, variant), o in walkthroughs.by_variant("03_memory").items():
+        out["run", sid, variant] = o
+    assert {(s, v) for _, s, v in out if s in MEMORY} >= {(s, v) for s in MEMORY for v in SCENARIOS[s].variants}
+    for o in out.values(): gone_within(Path((o.outcome if hasattr(o, "outcome") else o).run_dir).name, 5)
+    return out
+
+
+def _script_lines(sid: str, *snippets: str) -> set[str]:
+    "`broken.py\", line N` for each line of `sid`'s broken script whose statement starts with one of `snippets`."
+    path = SCENARIOS[sid].script_path("broken")
+    return {f'{path.name}", line {n}' for n, l in enumerate(path.read_text().splitlines(), 1) if l.strip().startswith(snippets)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sid", ["oom", "uneven-memory"])
+def test_broken_dies_of_the_real_limit_and_the_figure_shows_the_failed_allocation(runs, sid):
+    o = runs["run", sid, "broken"]
+    assert o.matched, f"{o.problems}\n{o.diagnosis_text}"
+    tb = o.failure["traceback"]
+    assert "DefaultCPUAllocator: can't allocate memory" in tb, tb
+    assert any(s in tb for s in _script_lines(sid, "loss = ", "loss.backward()", "opt.step()")), tb  # the script's own step
+    dead = o.failure["rank"]
+    if sid == "uneven-memory": assert dead == 1 and o.diagnosis["culprit_ranks"] == [1], o.diagnosis_text  # the small card
+    (e,) = memory_events(o.run_dir, dead, failed=True)
+    held, asked, room = e["data_growth_bytes"], e["requested_bytes"], e["budget_bytes"] - e["baseline_bytes"]
+    assert held <= room < held + asked, (held, asked, room)  # it held no more than its budget, and the allocation would have passed it
+    f = o.figures
+    prefix = "broken_" if sid == "oom" else "uneven_broken_"
+    assert f[prefix + "failed_rank"] == dead and f[prefix + "failed_asked_mib"] == round(asked / 2**20, 1), f
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sid,variant", [(s, v) for s in MEMORY for v in SCENARIOS[s].variants if v != "broken"])
+def test_each_fix_trains_every_step_under_the_budget_running_the_script_shown(runs, sid, variant):
+    o = runs["run", sid, variant]
+    assert o.matched and o.diagnosis is None, f"{o.problems}\nfailure: {o.failure}\n{o.diagnosis_text or ''}"
+    text = SCENARIOS[sid].script_path(variant).read_bytes()
+    assert set(ran_hashes(o.run_dir).values()) == {hashlib.sha256(text).hexdigest()}
+    peaks = rank_peaks(o.run_dir)
+    assert set(peaks) == set(range(NPROC)), peaks
+    for r, e in peaks.items():
+        if e.get("budget_bytes") is not None: assert e["peak_bytes"] <= e["budget_bytes"], (r, e)  # measured, per rank
+
+
+@pytest.mark.slow
+def test_the_leak_grows_and_the_fix_is_flat(runs):
+    grows = runs["run", "memory-leak", "broken"].figures["leak_broken_mib_per_step"]
+    flat = runs["run", "memory-leak", "fixed"].figures["leak_fixed_mib_per_step"]
+    assert grows >= 2.0 and abs(flat) <= 0.5, (grows, flat)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sid,name,passes,says", TRIES, ids=[f"{c[0]}/{c[1]}" for c in TRIES])
+def test_the_grader_takes_another_fix_and_refuses_a_non_fix(runs, sid, name, passes, says):
+    v = runs["try", sid, name]
+    assert v.passed is passes, v.text()
+    assert says in " ".join(v.reasons), v.text()
+    assert set(ran_hashes(v.outcome.run_dir).values()) == {hashlib.sha256((FIXES / sid / name).read_bytes()).hexdigest()}
