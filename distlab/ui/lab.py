@@ -317,7 +317,8 @@ def show_here(widget, box=None,  # a `VBox` that would show the widget too (a la
     "Put `widget` in the output of the cell running now (in a kernel), and a line in `box` saying where it is."
     if not _in_kernel(): return
     from IPython.display import display
-    display(widget)
+    bundle = widget._repr_mimebundle_() or {}  # the widget, and in place of its repr a line a saved notebook can show
+    display(bundle | {"text/plain": f"[{where or 'the live view'}: a widget, shown in a running Jupyter]"}, raw=True)
     if box is not None: box.children = [W.HTML(f"<i class='distlab-elsewhere'>{html.escape(where or 'the live view')} is in the output of the cell that started it.</i>")]
 
 # %% ../../nbs/60_lab.ipynb #53eb6e6a

@@ -267,9 +267,10 @@ class ReplayLab:
         self.picker = W.Dropdown(options=[(f"{SCENARIOS[k].title} ({k})", k) for k in self.variants], value=first, description="scenario")
         self.live = W.Checkbox(value=live, description="as it happened", indent=False)
         self.about, self.buttons, self.monitor_box, self.table = W.HTML(self._about(first)), W.HBox(), W.VBox(), W.HTML()
+        self.compare_box = W.VBox()
         self.picker.observe(lambda ch: self._show(ch["new"]), names="value")
         self._show(first)
-        self.widget = W.VBox([W.HBox([self.picker, self.live]), self.about, self.buttons, self.monitor_box, self.table])
+        self.widget = W.VBox([W.HBox([self.picker, self.live]), self.about, self.buttons, self.monitor_box, self.table, self.compare_box])
 
     def _ipython_display_(self):
         from IPython.display import display
@@ -281,23 +282,47 @@ class ReplayLab:
         buttons = []
         for v in sorted(self.variants[sid], key=lambda v: (v != "broken", v)):
             b = W.Button(description=f"Replay {v}", icon="play", button_style="warning" if v == "broken" else "success")
-            b.on_click(lambda _, v=v: self.replay(v)); buttons.append(b)
+            b.on_click(lambda _, v=v: self.replay(v, show=False)); buttons.append(b)
+        if "broken" in self.variants[sid] and len(self.variants[sid]) > 1:
+            cmp = W.Button(description="Compare broken / fixed", icon="columns", layout=W.Layout(width="200px"))
+            cmp.on_click(lambda _: self.compare(show=False)); buttons.append(cmp)
         self.buttons.children = buttons
+        self.compare_box.children = []
 
     def replay(self, variant: str = "broken",  # a recorded variant of the scenario
                scenario: str | None = None,  # scenario id (default: the picker's; setting it moves the picker)
+               show: bool = True,  # called from a cell: the view in that cell's output too (the buttons: below the picker)
               ):
         "Replay `variant` of the selected scenario in the view below; returns its `RunMonitor`."
-        from distlab.ui.lab import outcome_row
+        from distlab.ui.lab import outcome_row, show_here
         if scenario is not None: self.picker.value = scenario
         sid = self.picker.value
         if self.monitor: self.monitor.close(); self.monitor.run.stop()
         self.monitor = replay(sid, variant, self.root, live=self.live.value)
         self.monitor_box.children = [self.monitor.widget]
+        if show: show_here(self.monitor.widget, self.monitor_box, f"the recorded run of {sid} ({variant})")
         self.outcomes.append(replay_outcome(sid, variant, self.root))
         self.table.value = ("<table class='distlab-outcomes'><tr><th>scenario</th><th>variant</th><th>status</th><th>diagnosis</th>"
                             "<th>verdict</th><th>time</th></tr>" + "".join(map(outcome_row, self.outcomes)) + "</table>")
         return self.monitor
+
+    def compare(self, variant: str | None = None,  # the fix to set beside broken (default: "fixed", else the first other recorded)
+                show: bool = True,  # called from a cell: display it there (the button: below the picker)
+               ):
+        "The selected scenario's recorded broken run beside a recorded fix: the diff, the figures, the plots (`distlab.ui.lesson.compare`)."
+        import ipywidgets as W
+        from distlab.ui.lesson import compare
+        sid = self.picker.value
+        fixes = [v for v in self.variants[sid] if v != "broken"]
+        variant = variant or ("fixed" if "fixed" in fixes else fixes[0])
+        view = compare(sid, replay_outcome(sid, "broken", self.root), replay_outcome(sid, variant, self.root), variant=variant)
+        self.compare_box.children = [W.HTML(view.data)]
+        if show:
+            from distlab.ui.lab import _in_kernel
+            if _in_kernel():
+                from IPython.display import display
+                display(view)
+        return view
 
 # %% ../../nbs/63_replay.ipynb #3283096a
 def recording_facts(outcome: dict) -> dict:
