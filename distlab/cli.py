@@ -590,6 +590,10 @@ def main(argv: list[str] | None = None) -> int:
     "Entry point of the `distlab` command."
     argv = _export_port_given(sys.argv[1:] if argv is None else list(argv))
     if argv[:1] == ["lab"]: argv = ["lab", "--", *argv[1:]]  # `distlab lab --help` is the lab's own help
+    if argv[:1] == ["launch"]:  # under `srun`: Slurm's variables become torchrun's PET_* option defaults (a flag still wins)
+        from .run.schedulers import scheduler_torchrun_env, SchedulerError
+        try: os.environ.update(scheduler_torchrun_env())
+        except SchedulerError as e: print(f"distlab: error: {e}", file=sys.stderr); sys.exit(2)
     a = build_parser().parse_args(argv)
     try: code = COMMANDS[a.cmd](a)
     except (KeyError, ValueError, FileNotFoundError, NotRunnable) as e:  # NotRunnable: a scenario this machine cannot run, and why
