@@ -92,3 +92,17 @@ def test_firewall_and_loopback_hostname_told_apart(runs):
     on_node1 = [int(r) for r, s in d["ranks"].items() if s.get("node_host") == "node1"]
     assert d["culprit_ranks"] == on_node1 and "GLOO_SOCKET_IFNAME" in d["fix"], d
     assert fw["left"] == {} and lo["left"] == {}
+
+def test_doctor_on_node1_names_its_loopback_hostname():
+    "Before any job: `distlab doctor` on the node whose hosts file maps its name to 127.0.1.1, with the master elsewhere."
+    import subprocess, sys
+    from distlab.run.nodes import EmulatedCluster, NETNS_ETC
+    from distlab.scenarios.on_nodes import loopback_hosts_text
+    with EmulatedCluster(2) as c:
+        (NETNS_ETC / c.nodes[1].netns / "hosts").write_text(loopback_hosts_text(c))
+        lines = {}
+        for i in (0, 1):
+            p = c.popen(i, ["env", "MASTER_ADDR=node0", sys.executable, "-m", "distlab.cli", "doctor"], stdout=subprocess.PIPE, text=True)
+            lines[i] = next((l for l in p.communicate(timeout=100)[0].splitlines() if " hostname " in f" {l} "), "")
+    assert lines[1].startswith("WARN") and "node1 resolves to 127.0.1.1" in lines[1], lines
+    assert lines[0] == "", lines  # node 0 is the master itself: no such check there

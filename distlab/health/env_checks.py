@@ -14,8 +14,8 @@ from ..rank.node_facts import software_versions, NODE_ENV_PREFIXES
 __all__ = ['NCCL_VARIABLES', 'GLOO_VARIABLES', 'TORCH_DIST_VARIABLES', 'KNOWN_VARIABLES', 'CHECKED_PREFIXES', 'FOLKLORE',
            'IMAGE_NAMES', 'IMAGE_PREFIXES', 'IMAGE_SHOWN', 'RESOLVE_TIMEOUT_S', 'SHM_MARGIN', 'interfaces',
            'ifname_check', 'value_checks', 'image_variable', 'image_check', 'environment_checks', 'resolve',
-           'port_holder', 'port_free', 'rendezvous_checks', 'shm_needed_bytes', 'shm_check', 'open_files_check',
-           'threads_check', 'version_checks']
+           'port_holder', 'port_free', 'hostname_check', 'rendezvous_checks', 'shm_needed_bytes', 'shm_check',
+           'open_files_check', 'threads_check', 'version_checks']
 
 # %% ../../nbs/80a_env_checks.ipynb #43562839
 NCCL_VARIABLES = set("""SOCKET_IFNAME SOCKET_FAMILY SOCKET_RETRY_CNT SOCKET_RETRY_SLEEP_MSEC SOCKET_NTHREADS NSOCKS_PERTHREAD
@@ -247,6 +247,19 @@ def port_free(port: int, host: str = "") -> bool:
             if e.errno in (errno.EADDRINUSE, errno.EACCES): return False
             raise
 
+def hostname_check(env: dict, host: str | None = None, addrs: list[str] | None = None) -> Check:
+    "On a node of a multi-node job: this host's name resolves to an address the other nodes can reach, not to loopback."
+    host = host or socket.gethostname()
+    addrs = resolve(host) if addrs is None else addrs
+    pinned = [v for v in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if env.get(v)]
+    if addrs and all(a.startswith("127.") or a == "::1" for a in addrs) and not pinned:
+        return Check("hostname", "warn", f"this host's name {host} resolves to {', '.join(addrs)} (loopback, from /etc/hosts): gloo "
+                     "announces that address to the other nodes, whose ranks then connect to themselves and wait in "
+                     "init_process_group", "map the hostname to this node's own address in /etc/hosts (drop the 127.0.1.1 line), "
+                     "or set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the interface between the nodes")
+    return Check("hostname", "ok", f"this host's name {host} resolves to {', '.join(addrs or ['nothing'])}"
+                 + (f" ({', '.join(pinned)} set)" if pinned else ""), OK_FIX)
+
 def rendezvous_checks(env: dict) -> list[Check]:
     "MASTER_ADDR resolves; MASTER_PORT is a port number, and free where the address is this machine."
     addr, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT")
@@ -258,6 +271,8 @@ def rendezvous_checks(env: dict) -> list[Check]:
                    Check("master-addr", "fail", f"MASTER_ADDR={addr} does not resolve here (within {RESOLVE_TIMEOUT_S:.0f} s): every "
                          "rank would wait in init_process_group until its timeout", "use the master node's IP address or a name in "
                          "DNS / /etc/hosts on every node; with torchrun, --rdzv-endpoint HOST:PORT"))
+    if addrs and not set(addrs) & _local_addresses() and addr not in ("localhost", socket.gethostname()):
+        out.append(hostname_check(env))  # the master is another machine: this node's own name must reach it back
     if not port:
         out.append(Check("master-port", "ok", "MASTER_PORT unset: torchrun picks one (--standalone) or takes --master-port", OK_FIX))
         return out
