@@ -242,6 +242,7 @@ START_METHODS = ("spawn", "fork", "forkserver")
 NUMA_BINDINGS = ("node", "socket", "exclusive", "core-complex")
 STALL_POLICIES = ("safe", "strict")
 
+# %% ../nbs/00_config.ipynb #1a7e3192
 @dataclass(kw_only=True)
 class LaunchConfig:
     "How torchrun is started for one run; a field named after a torchrun flag means what that flag means."
@@ -374,6 +375,7 @@ class LaunchConfig:
         c.need(lambda: self.trace_steps is None or _is_trace_window(self.trace_steps), "trace_steps",
                "write ACTIVE or WAIT,ACTIVE as whole numbers, e.g. '3' or '2,3' (skip 2 optimizer steps, trace 3); ACTIVE must be 1 or more")
 
+# %% ../nbs/00_config.ipynb #4d43e2a2
 def parse_trace_window(text: str) -> tuple[int, int]:
     "(`wait`, `active`) optimizer steps from `\"WAIT,ACTIVE\"` or `\"ACTIVE\"` (wait 1), with an error that says how to write it."
     parts = [p.strip() for p in str(text).split(",")]
