@@ -27,7 +27,7 @@ def main():
 
     torch.manual_seed(0)
     xs, ys = torch.randn(4096, 256), torch.randint(0, 10, (4096,))
-    model = DDP(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)).to(device))
+    model = DDP(nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)).to(device))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     shares = split(GLOBAL_BATCH, [1.0] * world)  # BUG: equal shares, whatever each rank's speed
     for step in range(STEPS):
