@@ -38,11 +38,12 @@ def runs(tmp_path_factory):
     "The five jobs at once (they spend most of their time waiting on each other's nodes, not on the CPU)."
     tmp = tmp_path_factory.mktemp("cross_node")
     mismatch = launch_nodes(SCRIPT, ["mismatch"], nnodes=2, nproc=1, runs_root=tmp, timeout_s=150)
-    faults = {id: start_fault(id, "broken", runs_root=tmp) for id in ("node-firewall", "node-loopback-hostname", "node-partition")}
+    faults = {id: start_fault(id, "broken", runs_root=tmp, join_timeout_s=12) for id in ("node-firewall", "node-loopback-hostname", "node-partition")}
     kill: dict = {}
     killer = threading.Thread(target=_kill_node1, args=(tmp, kill)); killer.start()
     out = {"mismatch": mismatch.wait(), **{id: fault_result(*f) for id, f in faults.items()}}
     killer.join(200)
+    for k, v in out.items(): print(f"{k}: {(v.get('cluster') if isinstance(v, dict) else v).duration_s:.1f} s")
     return out | {"kill": kill}
 
 def test_hang_on_node1_diagnosed_from_node0(runs):

@@ -472,6 +472,6 @@ def init_across_nodes(d: Diagnosis,  # a `never-joined` diagnosis: every rank wa
 def node_watcher(run_dir, world_size: int, cfg, **kw) -> Watcher:
     "The watcher of one node of a multi-node run (`cfg`: its LaunchConfig): a `CrossNodeWatcher` when the nodes meet at an endpoint (unless $DISTLAB_CROSS_NODE=0), else this node's ranks alone."
     endpoint = cfg.rdzv_endpoint or (f"{cfg.master_addr}:{cfg.master_port}" if cfg.master_addr and cfg.master_port else None)
-    if endpoint and os.environ.get(CROSS_NODE_ENV, "1") != "0":
+    if endpoint and not endpoint.endswith(":0") and os.environ.get(CROSS_NODE_ENV, "1") != "0":  # port 0: no port to serve next to
         return CrossNodeWatcher(run_dir, world_size, rdzv_endpoint=endpoint, job=cfg.rdzv_id or "distlab", node=cfg.node_rank, **kw)
     return Watcher(run_dir, world_size, **kw)
