@@ -14,7 +14,8 @@ from ..run.node_jobs import ClusterRun, launch_nodes
 
 # %% auto #0
 __all__ = ['SLOW_LINK_MBIT', 'RDZV_PORT', 'NODE_FAULTS', 'scenario_on_nodes', 'slow_link_on_nodes', 'firewall_commands',
-           'loopback_hosts_text', 'link_down_command', 'NodeFault', 'start_fault', 'fault_result', 'fault_on_nodes']
+           'loopback_hosts_text', 'link_down_command', 'NodeFault', 'start_fault', 'fault_result', 'fault_on_nodes',
+           'show_fault']
 
 # %% ../../nbs/11b_node_scenarios.ipynb #0ad50740
 def scenario_on_nodes(id: str,  # a registered scenario with a rank function (not a script)
@@ -131,7 +132,9 @@ NODE_FAULTS = {f.id: f for f in [
                       "can no longer reach, for gloo's 30-minute timeout.",
               explanation="node1's link goes down (a cable, a switch port, a spot node reclaimed). Nothing on either side "
                           "raises: TCP keeps its connections until they time out. distlab's watch hears every node every 0.2 s, "
-                          "so it names the silent node within seconds, on both sides of the cut.",
+                          "so it names the silent node within seconds, on both sides of the cut. Surviving a partition takes "
+                          "elastic membership (`torchrun --nnodes 1:2` and a checkpoint the script resumes from, so the nodes "
+                          "left re-form the group); that variant is not part of this lesson yet.",
               broken="node1's link is taken down (`ip link set eth0 down` in its namespace) after its 5th step",
               fixed=None),
 ]}
@@ -184,3 +187,22 @@ def fault_result(job: ClusterRun, info: dict) -> dict:
 def fault_on_nodes(id: str, variant: str = "broken", **kw) -> dict:
     "Run fault `id`'s `variant` on 2 emulated nodes to its end (`start_fault`'s arguments) and return `fault_result`."
     return fault_result(*start_fault(id, variant, **kw))
+
+# %% ../../nbs/11b_node_scenarios.ipynb #f11b8f14
+def show_fault(id: str) -> str:
+    "A fault's lesson as text: the story, the script the nodes run (the same broken and fixed), and the setup commands of each variant."
+    import shlex
+    from distlab.scenarios import lessons_dir
+    f, c = NODE_FAULTS[id], EmulatedCluster(2)  # not created: its names and addresses are all the commands need
+    setups = {"node-firewall": (firewall_commands(c), firewall_commands(c, allow_job=True)),
+              "node-loopback-hostname": ([["# node1's /etc/hosts:", *loopback_hosts_text(c).splitlines()]],
+                                         [["# the same hosts file, and every rank's environment: GLOO_SOCKET_IFNAME=eth0"]]),
+              "node-partition": ([["# after node1's step 5:", shlex.join(link_down_command(c))]], None)}[id]
+    fmt = lambda cmds: "\n".join("  " + ("\n  ".join(cmd) if cmd[0].startswith("#") else shlex.join(cmd)) for cmd in cmds)
+    out = [f"{f.id}: {f.title}", "", f"Symptom: {f.symptom}", "", f"Why: {f.explanation}", "",
+           f"The script (the same on the broken and the fixed cluster): {lessons_dir() / 'cluster-network' / 'train.py'}", "",
+           f"Broken: {f.broken}", fmt(setups[0]), ""]
+    out += [f"Fixed: {f.fixed}", fmt(setups[1])] if f.fixed else ["Fixed: not a setup; see Why."]
+    out += ["", f"What distlab says: a `{f.kind}` diagnosis from node 0's watch, and node 1 told the same"
+            + (" (each side names the other)" if f.kind == "node-lost" else "")]
+    return "\n".join(out)
