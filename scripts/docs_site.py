@@ -27,7 +27,7 @@ body { margin: 0 0 0 18rem !important; padding: 0 2rem !important; }
 .dl-nav h2 { font-size: 15px; margin: 1rem 0 .3rem; } .dl-nav ol, .dl-nav ul { padding-left: 1.2rem; margin: 0; }
 .dl-nav a { text-decoration: none; color: #0550ae; } .dl-nav a.dl-here { font-weight: bold; color: #000; }
 .dl-nav .dl-home { font-size: 17px; font-weight: bold; }
-.dl-banner { margin: 1rem 2rem; padding: .6rem 1rem; background: #fff8c5; border: 1px solid #d4a72c; border-radius: 6px; }
+.dl-banner { margin: 1rem 2rem; padding: .6rem 1rem; font: 14px/1.45 system-ui, sans-serif; background: #fff8c5; border: 1px solid #d4a72c; border-radius: 6px; }
 .dl-widget { padding: .4rem .8rem; border-left: 4px solid #8c959f; background: #f6f8fa; color: #57606a; }
 """
 
