@@ -140,8 +140,9 @@ class Hub:
         while time.monotonic() < end and any(not n.get("bye") and n.get("eof_t") is None and n.get("seen_t", 0) < t_bye
                                               for n in self.snapshot()):
             time.sleep(0.05)
-        try: self.sock.close()
+        try: self.sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept (a close alone would not, and the port would stay bound)
         except OSError: pass
+        self.sock.close()
         with self.lock:
             for c in self._conns:
                 try: c.shutdown(socket.SHUT_RDWR)
@@ -183,7 +184,7 @@ class HubClient:
                         self._wake.wait(LOOK_S); self._wake.clear()
             except (OSError, ValueError) as e:
                 self.error = repr(e)
-                if self._closing: self._done.set(); return
+                if self._closing or isinstance(e, ValueError): self._done.set(); return  # a reply not in JSON: not distlab's hub
                 self._done.wait(LOOK_S)
 
     @property
