@@ -1,4 +1,4 @@
-"""Checkpoint clean-up, fixed: keep the newest K checkpoints of each job, however old they are.
+"""Checkpoint clean-up: a nightly job deletes checkpoints older than a week, and a slow job's only ones go with them.
 
 Run it on 2 ranks:  distlab launch --nproc-per-node 2 broken.py
 """

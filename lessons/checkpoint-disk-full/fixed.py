@@ -1,4 +1,4 @@
-"""Disk full, fixed: a save that runs out of space leaves the previous checkpoint whole, and says so.
+"""Disk full: the checkpoint disk runs out of space in the middle of a save.
 
 Run it on 2 ranks, as root (it mounts a small disk):  distlab launch --nproc-per-node 2 broken.py
 """

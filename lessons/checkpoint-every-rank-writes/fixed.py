@@ -1,4 +1,4 @@
-"""Every rank writes the checkpoint, fixed: every rank's state gathered, one writer, one whole file.
+"""Every rank writes the checkpoint: two processes, one file, and each rank's own state in it.
 
 Run it on 2 ranks:  distlab launch --nproc-per-node 2 broken.py
 """

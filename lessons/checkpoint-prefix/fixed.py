@@ -1,4 +1,4 @@
-"""Checkpoint prefix, fixed: save the model inside the DDP wrapper, and the keys are the plain model's.
+"""Checkpoint prefix: a checkpoint saved from the DDP-wrapped model, loaded for evaluation into a plain one.
 
 Run it on 2 ranks:  distlab launch --nproc-per-node 2 broken.py
 """

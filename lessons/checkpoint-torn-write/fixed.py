@@ -1,4 +1,4 @@
-"""Torn write, fixed: each save goes to a new file, renamed over the old one only once it is whole on disk.
+"""Torn write: the machine dies in the middle of a save, and the restarted job finds half a checkpoint.
 
 Run it on 2 ranks, restarted once:  distlab launch --nproc-per-node 2 --max-restarts 1 broken.py
 """

@@ -1,4 +1,4 @@
-"""Preemption, fixed: on SIGTERM every rank stops at the same step, saves, and asks torchrun for a restart.
+"""Preemption: the platform sends SIGTERM, waits a grace period, then kills; torchrun restarts the job.
 
 Run it on 2 ranks, restarted once:  distlab launch --nproc-per-node 2 --max-restarts 1 broken.py
 """

@@ -1,4 +1,4 @@
-"""Resume drift, fixed: the checkpoint holds everything the next steps depend on, so the resumed job is the same job.
+"""Resume drift: a job stopped at step 10 and resumed from its checkpoint, against the same job never stopped.
 
 Run it on 2 ranks:  distlab launch --nproc-per-node 2 broken.py
 """
