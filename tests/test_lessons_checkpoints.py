@@ -34,7 +34,7 @@ def line_of(sid: str, snippet: str, variant: str = "broken") -> str:
 
 
 def test_the_lessons_and_tries():
-    assert {"checkpoint-torn-write", "checkpoint-disk-full", "checkpoint-every-rank-writes", "resume-drift", "preemption",
+    assert {"checkpoint-torn-write", "checkpoint-disk-full", "checkpoint-cleanup", "checkpoint-every-rank-writes", "resume-drift", "preemption",
             "checkpoint-prefix"} <= set(LESSONS)
     assert all((FIXES / s / n).is_file() for s, n, _, _ in TRIES)
     both = [sid for sid in LESSONS if {p for s, _, p, _ in TRIES if s == sid} == {True, False}]
@@ -99,10 +99,13 @@ def check_prefix(o):
     assert o.figures["saved_first_key"] == "module.0.weight", o.figures
     assert at_line("checkpoint-prefix", "plain.load_state_dict(") in traceback_of(o), traceback_of(o)[-600:]
 
-CHECKS = {"checkpoint-torn-write": check_torn, "checkpoint-disk-full": check_disk_full, "checkpoint-every-rank-writes": check_every_rank,
+def check_cleanup(o):
+    assert (o.figures["kept_after_clean_up"], o.figures["resume_at_step"], o.figures["steps_lost"]) == ([], 0, 12), o.figures
+
+CHECKS = {"checkpoint-cleanup": check_cleanup, "checkpoint-torn-write": check_torn, "checkpoint-disk-full": check_disk_full, "checkpoint-every-rank-writes": check_every_rank,
           "resume-drift": check_drift, "preemption": check_preemption, "checkpoint-prefix": check_prefix}
 FIXED = {"checkpoint-torn-write": {"resumed_from_step": 8}, "checkpoint-disk-full": {"loaded_step": 0, "said_it_was_kept": True},
-         "checkpoint-every-rank-writes": {"writers": 1}, "resume-drift": {"differing_steps": 0},
+         "checkpoint-every-rank-writes": {"writers": 1}, "checkpoint-cleanup": {"resume_at_step": 12, "steps_lost": 0}, "resume-drift": {"differing_steps": 0},
          "preemption": {"steps_redone": 0, "differing_steps": 0, "saved_on_sigterm_at_step": 13}, "checkpoint-prefix": {"saved_first_key": "0.weight"}}
 
 
