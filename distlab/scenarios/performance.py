@@ -4,7 +4,7 @@
 
 # %% ../../nbs/43_performance.ipynb #14e55055
 from __future__ import annotations
-import re, statistics
+import os, re, statistics
 from pathlib import Path
 
 from ..contract import log_path
@@ -14,7 +14,7 @@ from . import Scenario, Variant, Expect, Measured, register
 
 # %% auto #0
 __all__ = ['WARMUP_STEPS', 'STRAGGLER_CALIBRATE', 'MIN_OUTSIDE_RATIO', 'SAMPLES', 'FEATURES', 'MIN_BROKEN_DATA_SHARE',
-           'MAX_FIXED_DATA_SHARE', 'ddp_backwards', 'step_times', 'step_medians', 'check_straggler_broken',
+           'MAX_FIXED_DATA_SHARE', 'ddp_backwards', 'step_times', 'busy_note', 'step_medians', 'check_straggler_broken',
            'check_straggler_fixed', 'write_samples', 'data_wait', 'check_data_starved', 'check_data_fed',
            'check_threads_over', 'check_threads_fit']
 
@@ -38,6 +38,12 @@ def step_times(run_dir, rank: int, first: int = WARMUP_STEPS, last: int | None =
     return [r for r in rows if r["step"] >= first and (last is None or r["step"] < last)]
 
 def _ms(s: float) -> float: return round(s * 1e3, 2)
+
+def busy_note() -> str:
+    "A clause for a timing check that failed on a busy machine ('' when the load is under the cores)."
+    load, cores = os.getloadavg()[0], len(os.sched_getaffinity(0))
+    return (f" (this machine is busy: load {load:.1f} on {cores} cores; other work slows every rank alike, and a CPU "
+            "quota is a ceiling, not a share: run it again on a quieter machine)") if load > cores else ""
 
 def step_medians(run_dir, first: int = WARMUP_STEPS, last: int | None = None) -> dict[int, dict]:
     "Rank -> median `step_ms` and `outside_ms` over its steps [first, last)."
@@ -74,9 +80,9 @@ def check_straggler_broken(result) -> Measured:
     f = _straggler_figures(result.run_dir, "broken")
     m = Measured({**f, "broken_shares": _shares(result.run_dir)})
     last = max(f["broken_outside_ms"])
-    if f["broken_slow_rank"] != last: m.problems.append(f"the slowest rank is {f['broken_slow_rank']}, not the last ({last}): {f['broken_outside_ms']}")
+    if f["broken_slow_rank"] != last: m.problems.append(f"the slowest rank is {f['broken_slow_rank']}, not the last ({last}): {f['broken_outside_ms']}{busy_note()}")
     if f["broken_outside_ratio"] < MIN_OUTSIDE_RATIO:
-        m.problems.append(f"the slow rank's work per step is {f['broken_outside_ratio']}x the others', not {MIN_OUTSIDE_RATIO}x: is the CPU quota on?")
+        m.problems.append(f"the slow rank's work per step is {f['broken_outside_ratio']}x the others', not {MIN_OUTSIDE_RATIO}x: is the CPU quota on?{busy_note()}")
     return m
 
 def check_straggler_fixed(result) -> Measured:
@@ -88,7 +94,7 @@ def check_straggler_fixed(result) -> Measured:
                   "fixed_shares": _shares(result.run_dir)})
     d = result.diagnosis
     if d is not None and getattr(d, "kind", None) == "straggler":
-        m.problems.append(f"still a straggler: {d.headline}")
+        m.problems.append(f"still a straggler: {d.headline}{busy_note()}")
     return m
 
 # %% ../../nbs/43_performance.ipynb #a38dd65b
@@ -126,14 +132,14 @@ def check_data_starved(result) -> Measured:
     "Broken: every rank waits for data a large share of its training time."
     m = _data_figures(result, "broken")
     low = {r: s for r, s in m.figures["broken_data_share"].items() if s < MIN_BROKEN_DATA_SHARE}
-    if low: m.problems.append(f"data wait is {low} of the training time, not the {MIN_BROKEN_DATA_SHARE:.0%} that shows the bottleneck")
+    if low: m.problems.append(f"data wait is {low} of the training time, not the {MIN_BROKEN_DATA_SHARE:.0%} that shows the bottleneck{busy_note()}")
     return m
 
 def check_data_fed(result) -> Measured:
     "Fixed: the loader keeps ahead of the step; little data wait is left on any rank."
     m = _data_figures(result, "fixed")
     high = {r: s for r, s in m.figures["fixed_data_share"].items() if s > MAX_FIXED_DATA_SHARE}
-    if high: m.problems.append(f"ranks still wait for data {high} of their training time (at most {MAX_FIXED_DATA_SHARE:.0%} expected)")
+    if high: m.problems.append(f"ranks still wait for data {high} of their training time (at most {MAX_FIXED_DATA_SHARE:.0%} expected){busy_note()}")
     return m
 
 # %% ../../nbs/43_performance.ipynb #a8649840
