@@ -469,7 +469,7 @@ def init_across_nodes(d: Diagnosis,  # a `never-joined` diagnosis: every rank wa
                  "`nc -l PORT` on one node and `nc NODE PORT` from another, on a port other than the rendezvous'.\n" + d.fix)
         d.collective = {**d.collective, "cause": "data-ports-blocked"}
 
-# %% ../../nbs/26b_cross_node.ipynb #6c87588a
+# %% ../../nbs/26b_cross_node.ipynb #121d071d
 def node_watcher(run_dir, world_size: int, cfg, **kw) -> Watcher:
     "The watcher of one node of a multi-node run (`cfg`: its LaunchConfig): a `CrossNodeWatcher` when the nodes meet at an endpoint (unless $DISTLAB_CROSS_NODE=0), else this node's ranks alone."
     endpoint = cfg.rdzv_endpoint or (f"{cfg.master_addr}:{cfg.master_port}" if cfg.master_addr and cfg.master_port else None)
