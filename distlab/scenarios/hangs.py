@@ -216,7 +216,7 @@ register(Scenario(
                 "torchrun` also kills every other job on a shared machine.",
     rank_fn="distlab.scenarios.hangs:init_hang",
     train={"data": {"samples": 128, "batch_size": 8}},
-    launch_options={"join_timeout_s": 10.0, "env": {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}},
+    launch_options={"join_timeout_s": 30.0, "env": {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}},  # 30 s: a loaded machine may take 10 s to start a rank
     variants={
         "broken": Variant(name="broken", description="os.environ['MASTER_PORT'] set to a port a stale process holds",
                           params={"port_offset": 1}, expect=Expect(status="hung", kind="never-joined", culprits=(0,))),
@@ -298,8 +298,8 @@ register(Scenario(
     id="worker-stuck-read", title="Worker stuck in a read: a named pipe in the data directory, and no DataLoader timeout",
     family="hangs", seeds=("002", "003"),
     symptom="Training never takes its first step on one rank: no error, every process alive, the DataLoader "
-            "workers asleep in the kernel (`cat /proc/PID/wchan` says `pipe_wait` or `fifo_open`; on a network mount, "
-            "an NFS or FUSE wait); the other ranks wait in their first all-reduce.",
+            "workers asleep in the kernel (state `S` in `ps`, `/proc/PID/wchan` naming a pipe wait; on a "
+            "network mount, an NFS or FUSE wait, often state `D`); the other ranks wait in their first all-reduce.",
     explanation="The dataset takes every entry of its data directory for a sample, and a tool that streams data "
                 "in left a named pipe there (`00000.bin.incoming`). Opening a named pipe for reading waits until "
                 "some process opens it for writing; nobody will, so the worker that loads it waits in the kernel "
