@@ -57,3 +57,18 @@ def test_interrupt_of_scenario_lab_block_run_stops_the_run(kernel, tmp_path):
     wait_for(lambda: "stopped" in kernel.run("print(lab.current.poll() and lab.current.poll().status)"), 10, what="status stopped")
     assert view["model_id"] in kernel.run("print(lab.monitor.widget.model_id)"), view
     assert "distlab-elsewhere" in kernel.run("print(lab.monitor_box.children[0].value)")  # the lab's panel says where the view is
+
+
+def test_a_blocking_wait_handles_a_click_and_keeps_the_next_cell(kernel):
+    "`widget_events` in a real kernel: a button click sent while a cell blocks is handled in that cell; a cell sent meanwhile runs after it."
+    model_id = kernel.run("import time, ipywidgets as W\nfrom distlab.ui.lab import widget_events\n"
+                          "b, clicks = W.Button(), []\nb.on_click(lambda _: clicks.append(time.time()))\nprint(b.model_id)").strip()
+    cell = kernel.start("with widget_events() as pump:\n    print('pumping', pump is not None, flush=True)\n"
+                        "    end = time.time() + 60\n    while not clicks and time.time() < end: pump(0.1)\n"
+                        "print('clicked', len(clicks), flush=True)")
+    kernel.wait_for_output(cell, "pumping True")
+    after = kernel.start("print('next cell', len(clicks))")  # queued behind the blocking cell, as Run All queues it
+    click = {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}}
+    kernel.kc.shell_channel.send(kernel.kc.session.msg("comm_msg", click))
+    kernel.wait_for_output(cell, "clicked 1", 30)
+    kernel.wait_for_output(after, "next cell 1", 30)

@@ -164,10 +164,13 @@ def widget_events():
     "Inside a kernel cell that blocks: yields `pump(wait_s)`, which handles the widgets' messages (a Stop click) meanwhile; yields None elsewhere."
     kernel = _shell_kernel()
     if kernel is None: yield None; return
-    import zmq
-    manager = kernel.shell_channel_thread.manager
-    queue, reply_to = manager.get_shell_channel_to_subshell_pair(None).to_socket, manager.get_subshell_to_shell_channel_socket(None)
-    parent, ident = kernel.get_parent("shell"), kernel._get_shell_context_var(kernel._shell_parent_ident)
+    try:  # ipykernel's own queue and parent: where a later ipykernel moves them, the wait is a plain one again
+        import zmq
+        manager = kernel.shell_channel_thread.manager
+        queue, reply_to = manager.get_shell_channel_to_subshell_pair(None).to_socket, manager.get_subshell_to_shell_channel_socket(None)
+        parent, ident = kernel.get_parent("shell"), kernel._get_shell_context_var(kernel._shell_parent_ident)
+        kernel.shell_main, kernel.session.feed_identities
+    except (ImportError, AttributeError, TypeError): yield None; return
     poller, held = zmq.Poller(), []
     poller.register(queue, zmq.POLLIN)
     def pump(wait_s: float = 0.0) -> int:
