@@ -20,6 +20,8 @@ TRIES = [
     ("unused-parameters", "periodic_barrier.py", False, "Expected to have finished reduction"),  # guide 003's periodic barrier
     ("model-desync", "rank0_loads_before_wrap.py", True, ""),  # rank 0 alone loads, before DDP copies its weights
     ("model-desync", "barrier_after_load.py", False, "the replicas still differ"),  # waiting for rank 0's load copies nothing
+    ("grad-accumulation", "grads_divided.py", True, ""),  # require_backward_grad_sync by hand, the summed gradients divided by 4
+    ("grad-accumulation", "loss_divided_only.py", False, "4.0 gradient all-reduces per optimizer step"),  # guide 003's recipe: no no_sync
 ]
 VARIANTS = [(sid, v) for sid in NUMERICS for v in SCENARIOS[sid].variants]
 
