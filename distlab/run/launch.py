@@ -427,6 +427,8 @@ def _finish(self: Run):
             diag = self._watcher.poll(final=True)
             self.diagnosis = diag or (self._restart_diags[-1] if self._restart_diags else None)
         except Exception as e: self._warn(f"post-mortem diagnosis failed: {e!r}")
+    if self.diagnosis is None and self._end_reason == "failed" and self._restart_diags:
+        self.diagnosis = self._restart_diags[-1]  # the last generation's rank died and torchrun outlived the grace: that death ended it
     if self._watcher is not None and self.diagnosis is None:  # nothing wrong, but maybe slow or uneven (a straggler)
         try: self.diagnosis = self.advisory = self._watcher.advise(final=True)
         except Exception as e: self._warn(f"advisory rules failed: {e!r}")
