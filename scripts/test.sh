@@ -19,6 +19,10 @@ if ! command -v prometheus >/dev/null 2>&1; then
     echo "prometheus is missing: install it (apt-get install prometheus) to run the exporter test" >&2; exit 1
   fi
 fi
+# the emulated-node firewall scenario filters inside a node's network namespace with iptables (Debian's package)
+if ! command -v iptables >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends iptables) >/dev/null
+fi
 bash scripts/check_sync.sh
 echo "== module notebooks (nbdev-test, slow cells included), $(date -u +%T) UTC"
 .venv/bin/nbdev-test --flags slow
