@@ -84,7 +84,10 @@ def test_re_splitting_balances_the_ranks_and_steps_get_faster(outcomes):
 
 def test_workers_take_the_data_wait_off_the_step(outcomes):
     b, f = outcomes["dataloader-bottleneck", "broken"].figures, outcomes["dataloader-bottleneck", "fixed"].figures
-    assert min(b["broken_data_share"].values()) >= 0.25 and max(f["fixed_data_share"].values()) <= 0.15, (b, f)
+    from distlab.scenarios.performance import MIN_BROKEN_DATA_SHARE, MAX_FIXED_DATA_SHARE
+    assert min(b["broken_data_share"].values()) >= MIN_BROKEN_DATA_SHARE, (b, f)  # the training process waits for its reads
+    assert max(f["fixed_data_share"].values()) <= MAX_FIXED_DATA_SHARE, (b, f)  # workers read ahead: most of that wait is gone
+    assert max(f["fixed_data_share"].values()) < 0.6 * min(b["broken_data_share"].values()), (b, f)
     assert f["fixed_step_ms"] < b["broken_step_ms"], (b, f)
 
 
