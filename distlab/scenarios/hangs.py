@@ -227,7 +227,7 @@ register(Scenario(
 # %% ../../nbs/42_hangs.ipynb #7539abc4
 register(Scenario(
     id="dataloader-worker-crash", title="DataLoader worker crash: a damaged sample kills the worker that decodes it",
-    family="hangs", seeds=("003", "002"),
+    family="hangs", default_nproc=2, seeds=("003", "002"),
     symptom="One rank fails with `RuntimeError: DataLoader worker (pid N) is killed by signal: Segmentation fault.` "
             "(or `... exited unexpectedly`); the other ranks, waiting in the next all-reduce, fail with connection "
             "errors or hang until the timeout, and the guides describe it as 'hangs at random iterations'.",
@@ -262,7 +262,7 @@ register(Scenario(
 # %% ../../nbs/42_hangs.ipynb #65bf3ae7
 register(Scenario(
     id="worker-fork-deadlock", title="Fork-unsafe dataset: DataLoader workers wait for a thread that was not forked",
-    family="hangs", seeds=("002", "003"),
+    family="hangs", default_nproc=2, seeds=("002", "003"),
     symptom="Rank 0 prints the shape of its first sample and then nothing; no error, every process (and every "
             "DataLoader worker) alive and idle; the other ranks wait in their first all-reduce. With "
             "`num_workers=0`, or when rank 0 does not look at a sample first, it trains.",
@@ -296,7 +296,7 @@ register(Scenario(
 # %% ../../nbs/42_hangs.ipynb #f3a2466b
 register(Scenario(
     id="worker-stuck-read", title="Worker stuck in a read: a named pipe in the data directory, and no DataLoader timeout",
-    family="hangs", seeds=("002", "003"),
+    family="hangs", default_nproc=2, seeds=("002", "003"),
     symptom="Training never takes its first step on one rank: no error, every process alive, the DataLoader "
             "workers asleep in the kernel (state `S` in `ps`, `/proc/PID/wchan` naming a pipe wait; on a "
             "network mount, an NFS or FUSE wait, often state `D`); the other ranks wait in their first all-reduce.",
