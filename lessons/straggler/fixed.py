@@ -9,7 +9,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-GLOBAL_BATCH, STEPS, CALIBRATE = 256, 40, 4  # samples per step (all ranks together), steps, warm-up steps
+GLOBAL_BATCH, STEPS, CALIBRATE = 1024, 40, 4  # samples per step (all ranks together), steps, warm-up steps
 
 
 def split(total, speeds):
