@@ -19,6 +19,11 @@ if ! command -v prometheus >/dev/null 2>&1; then
     echo "prometheus is missing: install it (apt-get install prometheus) to run the exporter test" >&2; exit 1
   fi
 fi
+# the monitoring faults also run a real Pushgateway (Debian's package); where it is missing they are skipped, with the reason
+if ! command -v prometheus-pushgateway >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus-pushgateway) >/dev/null \
+    || echo "prometheus-pushgateway could not be installed: the monitoring faults will be skipped" >&2
+fi
 # the emulated-node firewall scenario filters inside a node's network namespace with iptables (Debian's package)
 if ! command -v iptables >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends iptables) >/dev/null
