@@ -5,15 +5,17 @@
 # %% ../../nbs/26b_cross_node.ipynb #ada987b8
 from __future__ import annotations
 import json, os, socket, threading, time
+from collections import deque
 from .analysis import RankTrack, rank_summary, _c, _ranks
 from .diagnosis import Diagnosis, COLLECTIVE_RULE
 from .rules import diagnose
 from .watcher import Watcher, main_thread_syscall, collect_stacks, FUTEX_SYSCALL, ASLEEP_HORIZON_S
 
 # %% auto #0
-__all__ = ['KEEP_COLLS', 'TRACEBACK_CHARS', 'WATCH_PORT_ENV', 'CROSS_NODE_ENV', 'LOOK_S', 'NODE_LOST_S', 'EOF_GRACE_S',
-           'NO_HELLO_JOIN_S', 'FALLBACK_STALL_S', 'HUB_FINAL_WAIT_S', 'HUB_CONNECT_WAIT_S', 'LOST_FIX', 'rank_state',
-           'track_from_state', 'node_facts', 'Hub', 'HubClient', 'CrossNodeWatcher', 'node_lost', 'hub_lost',
+__all__ = ['KEEP_COLLS', 'TRACEBACK_CHARS', 'CALL_KEYS', 'WATCH_PORT_ENV', 'CROSS_NODE_ENV', 'LOOK_S', 'NODE_LOST_S',
+           'EOF_GRACE_S', 'NO_HELLO_JOIN_S', 'FALLBACK_STALL_S', 'SHIFT_LOOKS', 'HUB_FINAL_WAIT_S',
+           'HUB_CONNECT_WAIT_S', 'LOST_FIX', 'rank_state', 'track_from_state', 'node_message', 'WireEncoder',
+           'WireDecoder', 'node_facts', 'Hub', 'HubClient', 'CrossNodeWatcher', 'node_lost', 'hub_lost',
            'init_across_nodes', 'node_watcher']
 
 # %% ../../nbs/26b_cross_node.ipynb #613d04df
@@ -47,7 +49,7 @@ _TIMES = ("t", "t0", "t1")
 
 def _shifted(ev: dict | None, shift_s: float) -> dict | None:
     "A copy of `ev` with its times moved onto this host's clock."
-    if ev is None: return None
+    if ev is None or not shift_s: return ev
     return {k: (v + shift_s if k in _TIMES and isinstance(v, (int, float)) else v) for k, v in ev.items()}
 
 def track_from_state(s: dict, shift_s: float = 0.0) -> RankTrack:
@@ -69,6 +71,140 @@ def track_from_state(s: dict, shift_s: float = 0.0) -> RankTrack:
     t.last_done, t.last_failed = _shifted(s.get("last_done"), shift_s), _shifted(s.get("last_failed"), shift_s)
     return t
 
+# %% ../../nbs/26b_cross_node.ipynb #dbd6798c
+CALL_KEYS = ("group", "op", "shapes", "dtype", "site", "code", "file", "func", "ddp", "group_ranks")  # what the line that calls a collective fixes: the same every time it runs
+_SCALARS = ("gen", "pid", "host", "hello_t", "alive", "signal", "exit_code", "dead_seen_t", "init", "init_started", "steps",
+            "ddp_steps", "loop_done", "exit", "left", "script_sha256", "cpu")  # a rank's fields sent as they are, when they change
+
+def _key(rec: dict) -> tuple: return rec.get("group", "world"), rec["seq"]
+def _ms(t: float | None, now: float) -> int | None: return None if t is None else round((t - now) * 1000)
+def _at(ms: int | None, now: float) -> float | None: return None if ms is None else now + ms / 1000
+def _state(dur) -> str: return "started" if dur is None else "completed"  # what a collective's state is unless it says otherwise
+
+def node_message(job: str, node, host: str, now: float, tracks: dict[int, RankTrack], cpu=lambda t: None,
+                 stacks: dict | None = None, facts: dict | None = None, bye: bool = False) -> dict:
+    "What a node says each look: who it is, its clock, its ranks' `rank_state`s (`cpu(track)`: its CPU reading of the rank), stacks it was asked for."
+    return {"job": job, "node": node, "host": host, "now": now, "bye": bye,
+            "ranks": [rank_state(t, cpu(t)) for t in tracks.values()], "stacks": stacks or {}, "facts": facts}
+
+class WireEncoder:
+    "A node's end of one connection: each look's message as what changed since the look before; a call site's text travels once."
+    def __init__(self):
+        self.calls: dict[str, int] = {}  # a call (`CALL_KEYS`) as JSON -> its number on this connection
+        self.sent: dict[int, dict] = {}  # rank -> its state as last sent
+        self.stacks: dict = {}  # the stacks last sent
+        self.looks = 0
+
+    def encode(self, msg: dict) -> bytes:
+        "One line for the hub: `msg` (a `node_message`) with each rank reduced to its changes."
+        now, new_calls = float(msg["now"]), {}
+        out = {k: msg.get(k) for k in ("job", "node", "host", "now", "bye")}
+        if self.looks == 0: out["facts"] = msg.get("facts")
+        if msg.get("stacks") and msg["stacks"] != self.stacks: out["stacks"] = self.stacks = msg["stacks"]
+        ranks = [d for s in msg.get("ranks") or [] if (d := self._rank(s, now, new_calls))]
+        gone = sorted(set(self.sent) - {s["rank"] for s in msg.get("ranks") or []})
+        for r in gone: del self.sent[r]
+        out |= {k: v for k, v in (("calls", new_calls), ("ranks", ranks), ("gone", gone)) if v}
+        self.looks += 1
+        return json.dumps(out, separators=(",", ":"), default=str).encode() + b"\n"
+
+    def _rank(self, s: dict, now: float, new_calls: dict) -> dict:
+        last, d = self.sent.get(s["rank"]), {}
+        if last is None or last.get("gen") != s.get("gen"): last, d["x"] = {}, 1  # new on this connection, or restarted: all of it
+        d |= {k: s[k] for k in _SCALARS if k in s and (k not in last or last[k] != s[k])}
+        if s.get("last_t") != last.get("last_t"): d["lt"] = _ms(s.get("last_t"), now)
+        old = {_key(c): c for c in last.get("colls") or []}
+        window = {_key(c): c for c in s.get("colls") or []}
+        recs, prev = [], (0, None)
+        for k, c in window.items():
+            if old.get(k) != c: recs.append(self._coll(c, now, new_calls, prev)); prev = (c["seq"], _ms(c.get("t0"), now))
+        if recs: d["c"] = recs
+        if left := [list(k) for k, c in old.items() if k not in window and c.get("state") == "started"]: d["rm"] = left  # ended and out of the window at once: the hub would keep it open
+        for k, short in (("last_done", "ld"), ("last_failed", "lf")):
+            rec = s.get(k)
+            if rec == last.get(k, False): continue
+            if rec is None or window.get(_key(rec)) != rec: d[short] = rec and self._coll(rec, now, new_calls)
+            else: d[short] = rec["seq"] if _key(rec)[0] == "world" else list(_key(rec)[::-1])  # one of the window's
+        self.sent[s["rank"]] = s
+        if d: d["r"] = s["rank"]
+        return d
+
+    def _coll(self, rec: dict, now: float, new_calls: dict, prev: tuple = (0, None)) -> list:
+        "A collective as [seq, call, t0, dur, state, new site, t1, error]: seq and t0 (ms before `now`) less the previous one's in the list, dur in ms, state when not `_state(dur)`, t1 when not t0 + dur; trailing empties left out."
+        call = {k: rec[k] for k in CALL_KEYS if k in rec}
+        key = json.dumps(call, sort_keys=True, default=str)
+        cid = self.calls.get(key)
+        if cid is None: cid = self.calls[key] = len(self.calls); new_calls[cid] = call
+        t0, t1, dur = rec.get("t0"), rec.get("t1"), rec.get("dur_s")
+        t0_ms, dur_ms = _ms(t0, now), None if dur is None else round(dur * 1000)
+        implied = None not in (t0, t1, dur) and abs(t0 + dur - t1) < 0.002
+        out = [rec["seq"] - prev[0], cid, None if t0_ms is None else t0_ms - (prev[1] or 0), dur_ms,
+               None if rec.get("state") == _state(dur) else rec.get("state"), 1 if rec.get("new_site") else 0,
+               None if implied else _ms(t1, now), rec.get("error")]
+        while len(out) > 2 and out[-1] in (None, 0): out.pop()
+        return out
+
+
+# %% ../../nbs/26b_cross_node.ipynb #29784d6d
+_TIMED = ("init", "init_started", "loop_done", "exit")  # a rank's fields that are events with a time
+
+class WireDecoder:
+    "The hub's end of one connection: the node's ranks as full `rank_state`s on this host's clock, rebuilt from the changes it sends."
+    def __init__(self):
+        self.calls: dict[int, dict] = {}  # call number -> the call (`CALL_KEYS`)
+        self.ranks: dict[int, dict] = {}  # rank -> its fields and its window of collectives by (group, seq)
+        self.states: dict[int, dict] = {}  # rank -> its state as `rank_state` gave it (a new dict only when it changed)
+
+    def decode(self, msg: dict, shift_s: float = 0.0) -> list[dict]:
+        "Apply one look's `msg`; the node's ranks' states now, their times moved by `shift_s` (the sender's clock to this one's)."
+        now = float(msg["now"]) + shift_s
+        self.calls |= {int(k): v for k, v in (msg.get("calls") or {}).items()}
+        for r in msg.get("gone") or []: self.ranks.pop(r, None); self.states.pop(r, None)
+        for d in msg.get("ranks") or []: self._apply(d, now, shift_s)
+        return [self.states[r] for r in sorted(self.states)]
+
+    def _apply(self, d: dict, now: float, shift_s: float) -> None:
+        r = int(d["r"])
+        st = self.ranks.get(r)
+        if st is None or d.get("x"): st = self.ranks[r] = {"rank": r, "colls": {}, "last_done": None, "last_failed": None}
+        for k in _SCALARS:
+            if k in d:
+                v = d[k]
+                st[k] = _shifted(v, shift_s) if k in _TIMED else v + shift_s if k in ("hello_t", "dead_seen_t") and v is not None else v
+        if "lt" in d: st["last_t"] = _at(d["lt"], now)
+        colls, prev = st["colls"], (0, None)
+        for c in d.get("c") or []:
+            rec, prev = self._rec(c, now, prev); colls[_key(rec)] = rec
+        for g, s in d.get("rm") or []: colls.pop((g, s), None)
+        if d.get("c"): _trim(colls)
+        for short, k in (("ld", "last_done"), ("lf", "last_failed")):
+            if short not in d: continue
+            v = d[short]
+            if v is None or isinstance(v, int): st[k] = None if v is None else colls.get(("world", v))
+            else: st[k] = colls.get((v[1], v[0])) if isinstance(v[1], str) else self._rec(v, now)[0]
+        recs = sorted(colls.values(), key=_key)
+        max_seq = {}
+        for rec in recs: max_seq[_key(rec)[0]] = rec["seq"]  # the window always holds each group's newest
+        self.states[r] = {**{k: v for k, v in st.items() if k != "colls"}, "colls": recs, "max_seq": max_seq,
+                          "open": [list(_key(rec)) for rec in recs if rec.get("state") == "started"]}
+
+    def _rec(self, c: list, now: float, prev: tuple = (0, None)) -> tuple[dict, tuple]:
+        "The collective `c` encodes (`WireEncoder._coll`), and (seq, t0 ms) for the next one in its list."
+        dseq, cid, dt0, dur, state, new_site, t1, error = (list(c) + [None] * 8)[:8]
+        seq, t0_ms = prev[0] + dseq, None if dt0 is None else dt0 + (prev[1] or 0)
+        state, t0, dur_s = state or _state(dur), _at(t0_ms, now), None if dur is None else dur / 1000
+        t1 = _at(t1, now) if t1 is not None else t0 + dur_s if state != "started" and None not in (t0, dur_s) else None
+        rec = {**self.calls.get(cid, {}), "seq": seq, "state": state, "new_site": bool(new_site)}
+        return rec | {k: v for k, v in (("t0", t0), ("t1", t1), ("dur_s", dur_s), ("error", error)) if v is not None}, (seq, t0_ms)
+
+def _trim(colls: dict) -> None:
+    "Keep each group's newest `KEEP_COLLS` collectives and every open one, as `rank_state` does."
+    seqs: dict[str, list] = {}
+    for g, s in colls: seqs.setdefault(g, []).append(s)
+    keep = {(g, s) for g, ss in seqs.items() for s in sorted(ss)[-KEEP_COLLS:]}
+    for k in [k for k, rec in colls.items() if k not in keep and rec.get("state") != "started"]: del colls[k]
+
+
 # %% ../../nbs/26b_cross_node.ipynb #24fe271f
 WATCH_PORT_ENV = "DISTLAB_WATCH_PORT"  # the cross-node watch's port (default: the rendezvous port + 1)
 CROSS_NODE_ENV = "DISTLAB_CROSS_NODE"  # `0`: each node watches only its own ranks (as before)
@@ -77,6 +213,7 @@ NODE_LOST_S = 5.0  # a node silent this long is gone (a partition, a frozen host
 EOF_GRACE_S = 1.0  # a node whose connection closed without a goodbye, and that has not reconnected this long after, is gone
 NO_HELLO_JOIN_S = 60.0  # before any rank of the job has started, `join_timeout_s` is at least this: torchrun's rendezvous waits for every node first
 FALLBACK_STALL_S = 30.0  # with only this node's ranks in view (no other node reached), a wait this long reads as a stall
+SHIFT_LOOKS = 25  # a node's clock offset is the smallest (arrival - its `now`) of its last this many looks: the network's delay least
 
 def node_facts() -> dict:
     "What the other nodes' ranks will be told about this host: its hostname and the addresses that name resolves to here (its hosts file)."
@@ -106,21 +243,13 @@ class Hub:
             threading.Thread(target=self._serve, args=(conn, addr[0]), daemon=True, name="distlab-watch-node").start()
 
     def _serve(self, conn: socket.socket, addr: str):
-        f, n = conn.makefile("rwb"), None
+        f, n, wire = conn.makefile("rwb"), None, WireDecoder()
         with self.lock: self._conns.append(conn)
         try:
             for line in f:
-                msg, now = json.loads(line), time.time()
+                msg = json.loads(line)
                 if msg.get("job") != self.job: _send(f, {"error": f"this endpoint watches job {self.job!r}"}); break
-                with self.lock:
-                    n = self.nodes.setdefault(f"{msg.get('host')}#{msg.get('node')}", {"bytes": 0, "looks": 0})
-                    n.update(node=msg.get("node"), host=msg.get("host"), addr=addr, seen_t=now, eof_t=None,
-                             shift_s=now - float(msg.get("now") or now), bytes=n["bytes"] + len(line), looks=n["looks"] + 1)
-                    if "ranks" in msg: n["ranks"] = msg["ranks"]
-                    if msg.get("stacks"): n["stacks"] = msg["stacks"]
-                    if msg.get("facts"): n["facts"] = msg["facts"]
-                    if msg.get("bye"): n["bye"] = True
-                    reply = dict(self.reply)
+                n, reply = self.take(msg, len(line), addr, wire)
                 _send(f, reply)
                 if msg.get("bye"): break
         except (OSError, ValueError): pass
@@ -129,6 +258,20 @@ class Hub:
                 with self.lock: n["eof_t"] = time.time()
             try: conn.close()
             except OSError: pass
+
+    def take(self, msg: dict, nbytes: int, addr: str, wire: WireDecoder, now: float | None = None) -> tuple[dict, dict]:
+        "Take one look of a node: `msg` as it came (`nbytes` long) on the connection `wire` decodes; the node's record and the reply."
+        now = time.time() if now is None else now
+        with self.lock:
+            n = self.nodes.setdefault(f"{msg.get('host')}#{msg.get('node')}", {"bytes": 0, "looks": 0, "offsets": deque(maxlen=SHIFT_LOOKS)})
+            n["offsets"].append(now - float(msg.get("now") or now))
+            n.update(node=msg.get("node"), host=msg.get("host"), addr=addr, seen_t=now, eof_t=None, shift_s=min(n["offsets"]),
+                     bytes=n["bytes"] + nbytes, looks=n["looks"] + 1)
+            n["ranks"] = wire.decode(msg, n["shift_s"])
+            if msg.get("stacks"): n["stacks"] = msg["stacks"]
+            if msg.get("facts"): n["facts"] = msg["facts"]
+            if msg.get("bye"): n["bye"] = True
+            return n, dict(self.reply)
 
     def snapshot(self) -> list[dict]:
         with self.lock: return [dict(n) for n in self.nodes.values()]
@@ -169,11 +312,11 @@ class HubClient:
             try:
                 with socket.create_connection((self.host, self.port), timeout=2.0) as s:
                     s.settimeout(NODE_LOST_S)
-                    f = s.makefile("rwb")
+                    f, wire = s.makefile("rwb"), WireEncoder()  # a new connection starts from the whole state
                     while True:
                         msg = self.msg
                         if msg is not None:
-                            line = json.dumps(msg, default=str).encode() + b"\n"
+                            line = wire.encode(msg)
                             f.write(line); f.flush(); self.sent_bytes += len(line); self.looks += 1
                             rep = f.readline()
                             if not rep: raise ConnectionError("the hub closed the connection")
@@ -232,6 +375,7 @@ class CrossNodeWatcher(Watcher):
         self._where: dict[int, tuple] = {}  # rank -> (node, host, addr) of the other nodes' ranks, as last heard
         self._remote_cpu: dict[int, dict | None] = {}  # rank -> its node's CPU reading of it
         self._stacks_out: dict[str, str] = {}  # this node's ranks' stacks, dumped when the hub asked for them
+        self._built: dict[int, tuple] = {}  # rank of another node -> (its state, the track rebuilt from it)
 
     def close(self) -> None:
         if self.hub is not None:
@@ -250,12 +394,12 @@ class CrossNodeWatcher(Watcher):
     def _cpu(self, t: RankTrack, now: float) -> dict | None:
         act = self._activity.get(t.pid)
         if act is None or not t.alive: return None
-        return {"idle_s": round(act.idle_for_s(now), 2), "syscall": main_thread_syscall(t.pid)}
+        idle_s = round(act.idle_for_s(now), 1)  # a busy rank's syscall means nothing to the hub: left out, it sends nothing new
+        return {"idle_s": idle_s, "syscall": main_thread_syscall(t.pid) if idle_s else None}
 
     def _message(self, now: float, bye: bool = False) -> dict:
-        return {"job": self.job, "node": self.node, "host": self.hostname, "now": now, "bye": bye,
-                "ranks": [rank_state(t, self._cpu(t, now)) for t in self._local().values()], "stacks": self._stacks_out,
-                "facts": self.facts}
+        return node_message(self.job, self.node, self.hostname, now, self._local(), lambda t: self._cpu(t, now),
+                            self._stacks_out, self.facts, bye)
 
 # %% ../../nbs/26b_cross_node.ipynb #77394329
 def _poll(self: CrossNodeWatcher, now: float | None = None, *, final: bool = False) -> Diagnosis | None:
@@ -303,7 +447,9 @@ def _merged(self: CrossNodeWatcher, nodes: list[dict]) -> dict[int, RankTrack]:
         for s in n.get("ranks") or []:
             r = int(s["rank"])
             if r in local or r not in tracks or int(s.get("gen") or 0) != self.gen: continue
-            tracks[r] = track_from_state(s, n.get("shift_s") or 0.0)
+            built = self._built.get(r)
+            if built is None or built[0] is not s: built = self._built[r] = (s, track_from_state(s))  # on this clock already
+            tracks[r] = built[1]
             self._where[r] = (n.get("node"), n.get("host"), n.get("addr"))
             self._remote_cpu[r] = s.get("cpu")
             if self.first_remote_t is None: self.first_remote_t = time.time()
