@@ -146,8 +146,13 @@ def find_mismatch(tracks: dict[int, RankTrack]) -> dict | None:
     groups = {g for t in tracks.values() for g in t.colls if ":p2p:" not in g}
     for g in sorted(groups):
         tops = [t.max_seq.get(g, 0) for t in tracks.values() if g in t.colls]
-        for s in range(max(1, min(tops) - KEEP_SEQS + 1) if len(tops) > 1 else 1, max(tops) + 1):
-            recs = {r: t.colls[g][s] for r, t in tracks.items() if s in t.colls.get(g, {})}
+        lo = max(1, min(tops) - KEEP_SEQS + 1) if len(tops) > 1 else 1
+        at: dict[int, dict[int, dict]] = {}  # seq -> rank -> its record: every record read once, not every rank asked for every seq
+        for r, t in tracks.items():
+            for s, rec in t.colls.get(g, {}).items():
+                if s >= lo: at.setdefault(s, {})[r] = rec
+        for s in sorted(at):
+            recs = at[s]
             if len(recs) < 2: continue
             sides: dict[tuple, list[int]] = {}
             for r, rec in sorted(recs.items()): sides.setdefault(_sig(rec), []).append(r)
@@ -166,13 +171,19 @@ def _members(rec: dict, tracks: dict[int, RankTrack], world_size: int) -> list[i
 
 def find_stall(tracks: dict[int, RankTrack], world_size: int, now: float, stall_after_s: float) -> tuple | None:
     "(waiting ranks, the collective, culprit ranks) when a collective has waited `stall_after_s` for absent ranks."
+    behind: dict[tuple, tuple] = {}  # (group, seq, its ranks) -> (members, those not in it): the same for every rank waiting in it
     for r, t in sorted(tracks.items()):
         cur = t.current()
         if cur is None: continue
         g, s = cur.get("group", "world"), cur["seq"]
-        members = _members(cur, tracks, world_size)
-        absent = [m for m in members if m != r and (m not in tracks or tracks[m].max_seq.get(g, 0) < s)]
-        if ":p2p:" in g: absent = [m for m in absent if m not in tracks or not any(k[0] == g for k in tracks[m].open)]
+        key = (g, s, tuple(cur.get("group_ranks") or ()))
+        if key not in behind:
+            members = _members(cur, tracks, world_size)
+            out = [m for m in members if m not in tracks or tracks[m].max_seq.get(g, 0) < s]
+            if ":p2p:" in g: out = [m for m in out if m not in tracks or not any(k[0] == g for k in tracks[m].open)]
+            behind[key] = members, out
+        members, out = behind[key]
+        absent = [m for m in out if m != r]
         gone = absent and all(m in tracks and tracks[m].exit is not None for m in absent)
         if absent and (gone or now - cur["t0"] >= stall_after_s):
             waiting = [m for m in members if m in tracks and (g, s) in tracks[m].open]
