@@ -141,11 +141,6 @@ def _sig(rec: dict) -> tuple:
     op = rec.get("op")
     return (op, None if op in UNEVEN_OPS else tuple(map(tuple, rec.get("shapes") or [])), rec.get("dtype"))
 
-def _same(a: dict, b: dict) -> bool:
-    "True only if `_sig(a) == _sig(b)` (equal lists make equal tuples); False may still be the same signature."
-    op = a.get("op")
-    return op == b.get("op") and a.get("dtype") == b.get("dtype") and (op in UNEVEN_OPS or (a.get("shapes") or []) == (b.get("shapes") or []))
-
 def find_mismatch(tracks: dict[int, RankTrack]) -> dict | None:
     "The first (group, seq) at which ranks issued different collectives: {group, seq, sides: [[ranks], rec]}."
     groups = {g for t in tracks.values() for g in t.colls if ":p2p:" not in g}
@@ -159,8 +154,11 @@ def find_mismatch(tracks: dict[int, RankTrack]) -> dict | None:
         for s in sorted(at):
             recs = at[s]
             if len(recs) < 2: continue
-            first = next(iter(recs.values()))
-            if all(_same(first, rec) for rec in recs.values()): continue  # the usual case, told without building signatures
+            it = iter(recs.values()); first = next(it)
+            op, dtype, shapes = first.get("op"), first.get("dtype"), first.get("shapes") or []
+            for rec in it:  # the usual case, every rank issued the same call, told without building signatures (equal lists make equal `_sig`s)
+                if rec.get("op") != op or rec.get("dtype") != dtype or (op not in UNEVEN_OPS and (rec.get("shapes") or []) != shapes): break
+            else: continue
             sides: dict[tuple, list[int]] = {}
             for r, rec in sorted(recs.items()): sides.setdefault(_sig(rec), []).append(r)
             if len(sides) > 1:
