@@ -6,10 +6,12 @@ sends them (`node_message` through a `WireEncoder`) and taken by the hub as its 
 `Hub.take`, `WireDecoder`); the clock is simulated, a look every `LOOK_S` (0.2 s), no sockets. Per scale: the hub's
 look (`poll` then `advise`, as the launcher calls them) in ms, median and p90, and per rank; the hub's decoding of a
 look's lines; bytes per look per node and per rank per second, beside the whole-state message the channel sent before;
-then a mismatch on the last node (its last rank calls the step-count check's all_gather where the others all-reduce):
-how many looks until node 0 names it, that look's ms, and bytes per look per node while the job hangs.
+then two hangs whose culprit is the last rank, on the last node: a mismatch (it calls the step-count check's
+all_gather where the others all-reduce) and a stall (it blocks on a lock in its own code while the others wait in the
+all-reduce, a stall once they have waited `stall_after_s`, 3 s): seconds from the hang to node 0's diagnosis, the hub's
+look while the others wait, the diagnosing look's ms, and bytes per look per node while the job hangs.
     python benchmarks/cross_node_scale.py [--ranks 64,256,1024] [--per-node 8] [--looks 30] [--step-ms 100]
-                                          [--buckets 4] [--profile] [--json OUT]"""
+                                          [--buckets 4] [--faults mismatch,stall] [--profile] [--json OUT]"""
 import argparse, cProfile, io, json, os, pstats, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
 from distlab.watch.analysis import RankTrack
@@ -28,11 +30,12 @@ def template(path: Path = RECORDED) -> dict:
             "ddp": ddp, "step": first("step"), "health": first("health")}
 
 class SynthRank:
-    "One rank's events, synthetic: the template's, renumbered and re-timed; a step every `step_s` with `buckets` DDP all-reduces; optionally, at step `mismatch_step`, every rank hangs in its first all-reduce, `culprit` in the template's all_gather instead."
+    "One rank's events, synthetic: the template's, renumbered and re-timed; a step every `step_s` with `buckets` DDP all-reduces; at step `hang_step` (if any) every rank waits in its first all-reduce for good, `culprit` in the template's all_gather instead (`fault` mismatch) or in no collective (`stall`)."
     def __init__(self, tpl: dict, rank: int, world: int, host: str, pid: int, t0: float, step_s: float, buckets: int,
-                 mismatch_step: int | None = None, culprit: int | None = None):
+                 hang_step: int | None = None, culprit: int | None = None, fault: str | None = None):
         self.tpl, self.rank, self.world, self.host, self.pid, self.t0 = tpl, rank, world, host, pid, t0
-        self.step_s, self.buckets, self.mismatch_step, self.culprit = step_s, buckets, mismatch_step, culprit
+        self.step_s, self.buckets, self.hang_step, self.culprit, self.fault = step_s, buckets, hang_step, culprit, fault
+        self.stuck_t: float | None = None  # when it stopped for good (its CPU goes idle then)
         self._it = self._events(); self._next = next(self._it)
 
     def until(self, t: float) -> list[dict]:
@@ -61,9 +64,11 @@ class SynthRank:
             for b in range(self.buckets):
                 seq += 1
                 tb = t + self.step_s * (0.4 + 0.5 * b / self.buckets)  # backward: buckets ready one after another
-                if step == self.mismatch_step:
-                    yield from self._coll(tpl["pre"][-1] if r == self.culprit else tpl["ddp"], seq, tb, None)
-                    return  # every rank waits in collective `seq` from here on
+                if step == self.hang_step:
+                    self.stuck_t = tb
+                    if r != self.culprit: yield from self._coll(tpl["ddp"], seq, tb, None)
+                    elif self.fault == "mismatch": yield from self._coll(tpl["pre"][-1], seq, tb, None)
+                    return  # every rank waits from here on
                 yield from self._coll(tpl["ddp"], seq, tb, self.step_s * 0.1 / self.buckets)
             yield {**tpl["step"], **own, "step": step, "t": t + self.step_s * 0.95}
             step, t = step + 1, t + self.step_s
@@ -79,6 +84,7 @@ class SimNode:
     "Another node's launcher, simulated: its ranks' tracks fed their streams, its look's line as `HubClient` sends it."
     def __init__(self, node: int, ranks: list[SynthRank]):
         self.node, self.host, self.ranks = node, f"node{node}", ranks
+        self.stuck_t = {s.rank: s for s in ranks}
         self.tracks = {s.rank: RankTrack(s.rank) for s in ranks}
         self.wire = WireEncoder()
 
@@ -87,13 +93,12 @@ class SimNode:
         for s in self.ranks:
             t = self.tracks[s.rank]
             for e in s.until(now): t.feed(e)
-        msg = node_message("sim", self.node, self.host, now, self.tracks, cpu=lambda t: _cpu(t, now))
+        msg = node_message("sim", self.node, self.host, now, self.tracks, cpu=lambda t: _cpu(self.stuck_t[t.rank].stuck_t, now))
         return self.wire.encode(msg), len(json.dumps(msg, default=str)) + 1
 
-def _cpu(t: RankTrack, now: float) -> dict:
-    "What a node's CPU reading says of a simulated rank: busy while it trains, idle since it entered a collective that never ends."
-    cur = t.current()
-    idle = round(now - cur["t0"], 1) if cur is not None and now - cur["t0"] > 0.5 else 0.0
+def _cpu(stuck_t: float | None, now: float) -> dict:
+    "What a node's CPU reading says of a simulated rank: busy while it trains, idle (waiting on a futex) since it stopped for good."
+    idle = round(now - stuck_t, 1) if stuck_t is not None and now - stuck_t > 0.5 else 0.0
     return {"idle_s": idle, "syscall": "202" if idle else None}
 
 def _append(run_dir: Path, evs_by_rank: dict[int, list[dict]]) -> None:
@@ -101,16 +106,16 @@ def _append(run_dir: Path, evs_by_rank: dict[int, list[dict]]) -> None:
         if evs:
             with open(run_dir / "events" / f"rank{r}.jsonl", "a") as f: f.write("".join(json.dumps(e) + "\n" for e in evs))
 
-def simulate(world: int, per_node: int = 8, looks: int = 30, step_s: float = 0.1, buckets: int = 4, mismatch: bool = True,
-             hang_looks: int = 25, profile: cProfile.Profile | None = None, tpl: dict | None = None, on_look=None) -> dict:
-    "One job of `world` ranks: `looks` looks of training, then (with `mismatch`) the culprit's all_gather, looked at until node 0 names it; `on_look(k, hub watcher, other nodes)` after each look."
+def simulate(world: int, per_node: int = 8, looks: int = 30, step_s: float = 0.1, buckets: int = 4, fault: str | None = "mismatch",
+             hang_looks: int = 40, profile: cProfile.Profile | None = None, tpl: dict | None = None, on_look=None) -> dict:
+    "One job of `world` ranks: `looks` looks of training, then (with a `fault`: mismatch, stall) the last rank's hang, looked at until node 0 names it; `on_look(k, hub watcher, other nodes)` after each look."
     tpl = tpl or template()
     nodes_n, warm = world // per_node, 1.0  # the loop starts after init and the first collectives
     culprit = world - 1
     t0 = time.time()
-    mm_step = int((warm + looks * LOOK_S) / step_s) + 1 if mismatch else None
-    mm_t = None if mm_step is None else t0 + 0.1 + len(tpl["pre"]) * 0.02 + (mm_step + 0.4) * step_s  # its first all-reduce
-    synth = lambda r, pid: SynthRank(tpl, r, world, f"node{r // per_node}", pid, t0, step_s, buckets, mm_step, culprit)
+    hang_step = int((warm + looks * LOOK_S) / step_s) + 1 if fault else None
+    hang_t = None if hang_step is None else t0 + 0.1 + len(tpl["pre"]) * 0.02 + (hang_step + 0.4) * step_s  # its first all-reduce
+    synth = lambda r, pid: SynthRank(tpl, r, world, f"node{r // per_node}", pid, t0, step_s, buckets, hang_step, culprit, fault)
     with tempfile.TemporaryDirectory(prefix="distlab-xn-scale-") as d:
         run_dir = Path(d); (run_dir / "events").mkdir()
         own = [synth(r, os.getpid()) for r in range(per_node)]  # node 0's ranks: alive (this process), in event files
@@ -121,7 +126,7 @@ def simulate(world: int, per_node: int = 8, looks: int = 30, step_s: float = 0.1
         wires = {n.node: WireDecoder() for n in others}
         rows, diag, now, k = [], None, t0 + warm, 0
         try:
-            while k < looks + (hang_looks if mismatch else 0) and diag is None:
+            while k < looks + (hang_looks if fault else 0) and diag is None:
                 now += LOOK_S; k += 1
                 _append(run_dir, {s.rank: s.until(now) for s in own})
                 lines = [(n, *n.look(now)) for n in others]
@@ -136,13 +141,13 @@ def simulate(world: int, per_node: int = 8, looks: int = 30, step_s: float = 0.1
                 look_s = time.perf_counter() - t
                 if profile is not None: profile.disable()
                 if on_look is not None: on_look(k, w, others)
-                rows.append({"look": k, "hung": mm_t is not None and now >= mm_t,
+                rows.append({"look": k, "hung": hang_t is not None and now >= hang_t,
                              "look_s": look_s, "decode_s": decode_s,
                              "bytes": [len(l) for _, l, _ in lines], "whole": [b for _, _, b in lines]})
         finally:
             for n in w.hub.nodes.values(): n["bye"] = True  # no connection to wait for
             w.close()
-    return {"world": world, "nodes": nodes_n, "rows": rows, "diagnosis": diag, "culprit": culprit, "mm_t": mm_t,
+    return {"world": world, "nodes": nodes_n, "fault": fault, "rows": rows, "diagnosis": diag, "culprit": culprit, "hang_t": hang_t,
             "diag_t": now if diag is not None else None}
 
 def _free_port() -> int:
@@ -150,79 +155,87 @@ def _free_port() -> int:
     with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
 
 def summary(res: dict, per_node: int) -> dict:
-    "The figures of one scale: steady looks (after the first two, which carry every rank's whole state), and the hang."
+    "The figures of a training run (its steady looks, after the first two that carry every rank's whole state), and of its hang."
     steady = [r for r in res["rows"] if not r["hung"]][2:]
     hung = [r for r in res["rows"] if r["hung"]]
-    ms = sorted(r["look_s"] * 1e3 for r in steady)
-    per_node_b = [b for r in steady for b in r["bytes"]]
-    whole_b = [b for r in steady for b in r["whole"]]
-    d = res["diagnosis"]
-    out = {"ranks": res["world"], "nodes": res["nodes"], "looks": len(steady),
-           "look_ms_median": statistics.median(ms), "look_ms_p90": ms[int(0.9 * (len(ms) - 1))],
-           "look_us_per_rank": statistics.median(ms) * 1e3 / res["world"],
-           "decode_ms_median": statistics.median(r["decode_s"] * 1e3 for r in steady),
-           "bytes_per_look_node": statistics.mean(per_node_b), "bytes_per_look_node_max": max(per_node_b),
-           "bytes_per_s_rank": statistics.mean(per_node_b) / per_node / LOOK_S,
-           "whole_bytes_per_look_node": statistics.mean(whole_b),
-           "whole_bytes_per_s_rank": statistics.mean(whole_b) / per_node / LOOK_S}
-    if hung:
-        out["hung_bytes_per_look_node"] = statistics.mean(b for r in hung[2:] or hung for b in r["bytes"])
-    if d is not None:
-        out |= {"diagnosis": d.kind, "culprits": d.culprit_ranks, "headline": d.headline,
-                "diagnosis_look_ms": res["rows"][-1]["look_s"] * 1e3,
-                "diagnosed_after_s": round(res["diag_t"] - res["mm_t"], 2)}
+    out = {"ranks": res["world"], "nodes": res["nodes"]}
+    if len(steady) >= 3:
+        ms = sorted(r["look_s"] * 1e3 for r in steady)
+        per_node_b = [b for r in steady for b in r["bytes"]]
+        whole_b = [b for r in steady for b in r["whole"]]
+        out |= {"looks": len(steady), "look_ms_median": statistics.median(ms), "look_ms_p90": ms[int(0.9 * (len(ms) - 1))],
+                "look_us_per_rank": statistics.median(ms) * 1e3 / res["world"],
+                "decode_ms_median": statistics.median(r["decode_s"] * 1e3 for r in steady),
+                "bytes_per_look_node": statistics.mean(per_node_b), "bytes_per_look_node_max": max(per_node_b),
+                "bytes_per_s_rank": statistics.mean(per_node_b) / per_node / LOOK_S,
+                "whole_bytes_per_look_node": statistics.mean(whole_b),
+                "whole_bytes_per_s_rank": statistics.mean(whole_b) / per_node / LOOK_S}
+    f, d = res["fault"], res["diagnosis"]
+    if f and len(hung) > 1:
+        out[f"{f}_waiting_look_ms"] = statistics.median(r["look_s"] * 1e3 for r in hung[:-1])
+        out[f"{f}_hung_bytes_per_look_node"] = statistics.mean(b for r in hung[1:] for b in r["bytes"])
+    if f and d is not None:
+        out |= {f"{f}_diagnosis": d.kind, f"{f}_culprits": d.culprit_ranks, f"{f}_headline": d.headline,
+                f"{f}_diagnosis_look_ms": res["rows"][-1]["look_s"] * 1e3,
+                f"{f}_after_s": round(res["diag_t"] - res["hang_t"], 2)}
     return out
 
-def _table(rows: list[dict]) -> str:
-    cols = [("ranks", "ranks", "{}"), ("nodes", "nodes", "{}"), ("look ms (median)", "look_ms_median", "{:.1f}"),
-            ("look ms (p90)", "look_ms_p90", "{:.1f}"), ("us/rank", "look_us_per_rank", "{:.1f}"),
-            ("decode ms/look", "decode_ms_median", "{:.1f}"), ("B/look/node", "bytes_per_look_node", "{:.0f}"),
-            ("max", "bytes_per_look_node_max", "{}"), ("B/s/rank", "bytes_per_s_rank", "{:.0f}"),
-            ("before: B/s/rank", "whole_bytes_per_s_rank", "{:.0f}"), ("ratio", None, None),
-            ("hung B/look/node", "hung_bytes_per_look_node", "{:.0f}"), ("diagnosis", "diagnosis", "{}"),
-            ("after s", "diagnosed_after_s", "{}"), ("its look ms", "diagnosis_look_ms", "{:.1f}")]
+def _table(rows: list[dict], cols: list[tuple]) -> str:
     head = "| " + " | ".join(c for c, _, _ in cols) + " |\n|" + "---|" * len(cols) + "\n"
-    def cell(r, k, f):
-        if k is None: return f"{r['whole_bytes_per_s_rank'] / r['bytes_per_s_rank']:.1f}x"
-        return "-" if r.get(k) is None else f.format(r[k])
+    cell = lambda r, k, f: k(r) if callable(k) else "-" if r.get(k) is None else f.format(r[k])
     return head + "".join("| " + " | ".join(cell(r, k, f) for _, k, f in cols) + " |\n" for r in rows)
+
+TRAINING = [("ranks", "ranks", "{}"), ("nodes", "nodes", "{}"), ("look ms, median", "look_ms_median", "{:.1f}"),
+            ("p90", "look_ms_p90", "{:.1f}"), ("us a rank", "look_us_per_rank", "{:.1f}"),
+            ("hub decoding ms a look", "decode_ms_median", "{:.1f}"), ("B a look a node", "bytes_per_look_node", "{:.0f}"),
+            ("max", "bytes_per_look_node_max", "{}"), ("B/s a rank", "bytes_per_s_rank", "{:.0f}"),
+            ("whole state, B/s a rank", "whole_bytes_per_s_rank", "{:.0f}"),
+            ("ratio", lambda r: f"{r['whole_bytes_per_s_rank'] / r['bytes_per_s_rank']:.0f}x", None)]
+HANGS = [("ranks", "ranks", "{}")] + [x for f in ("mismatch", "stall") for x in (
+    (f"{f}: diagnosed after s", f"{f}_after_s", "{}"), ("look ms while waiting", f"{f}_waiting_look_ms", "{:.1f}"),
+    ("diagnosing look ms", f"{f}_diagnosis_look_ms", "{:.1f}"), ("B a look a node", f"{f}_hung_bytes_per_look_node", "{:.0f}"))]
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", default="64,256,1024", help="world sizes to simulate")
     ap.add_argument("--per-node", type=int, default=8, help="ranks per node")
-    ap.add_argument("--looks", type=int, default=30, help="looks of training per scale before the mismatch")
+    ap.add_argument("--looks", type=int, default=30, help="looks of training per scale before the hang")
     ap.add_argument("--step-ms", type=float, default=100.0, help="a training step (DDP backward) every this many ms")
     ap.add_argument("--buckets", type=int, default=4, help="DDP buckets (all-reduces) per step")
-    ap.add_argument("--no-mismatch", action="store_true", help="training only")
-    ap.add_argument("--profile", action="store_true", help="cProfile the looks of the largest scale, print the top functions")
+    ap.add_argument("--faults", default="mismatch,stall", help="hangs to diagnose after training ('': none)")
+    ap.add_argument("--profile", action="store_true", help="cProfile the hub's looks at the largest scale, print the top functions")
     ap.add_argument("--json", default=None, help="write the figures here")
     a = ap.parse_args(argv)
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"uptime before: {load}", flush=True)
     tpl, rows = template(), []
-    sizes = [int(x) for x in a.ranks.split(",") if x]
-    prof = None
+    sizes, faults = [int(x) for x in a.ranks.split(",") if x], [f for f in a.faults.split(",") if f] or [None]
+    prof = cProfile.Profile() if a.profile else None
     for world in sizes:
-        prof = cProfile.Profile() if a.profile and world == max(sizes) else None
-        t = time.time()
-        res = simulate(world, a.per_node, a.looks, a.step_ms / 1e3, a.buckets, not a.no_mismatch, profile=prof, tpl=tpl)
-        rows.append(s := summary(res, a.per_node))
-        print(f"{world} ranks ({time.time() - t:.1f} s): look {s['look_ms_median']:.1f} ms median, {s['bytes_per_s_rank']:.0f} B/s per rank"
-              + (f"; {s['diagnosis']} {s['culprits']} after {s['diagnosed_after_s']} s: {s['headline']}" if s.get("diagnosis") else ""), flush=True)
-    print(f"\nsteps of {a.step_ms:g} ms, {a.buckets} DDP all-reduces each ({a.buckets * 1e3 / a.step_ms:.0f} collectives/s per rank), "
-          f"{a.per_node} ranks a node, a look every {LOOK_S} s\n")
-    print(_table(rows))
+        row = {}
+        for i, fault in enumerate(faults):
+            t = time.time()
+            res = simulate(world, a.per_node, a.looks if i == 0 else 5, a.step_ms / 1e3, a.buckets, fault, tpl=tpl,
+                           profile=prof if world == max(sizes) else None)
+            row |= {k: v for k, v in summary(res, a.per_node).items() if i == 0 or k.startswith(f"{fault}_")}
+            print(f"{world} ranks, {fault or 'training'} ({time.time() - t:.1f} s)" +
+                  (f": look {row['look_ms_median']:.1f} ms median, {row['bytes_per_s_rank']:.0f} B/s a rank" if i == 0 else "") +
+                  (f"; {row[fault + '_diagnosis']} {row[fault + '_culprits']} after {row[fault + '_after_s']} s: {row[fault + '_headline'][:300]}"
+                   if fault and row.get(f"{fault}_diagnosis") else ""), flush=True)
+        rows.append(row)
+    print(f"\nsteps of {a.step_ms:g} ms, {a.buckets} DDP all-reduces each ({a.buckets * 1e3 / a.step_ms:.0f} collectives/s a rank), "
+          f"{a.per_node} ranks a node, a look every {LOOK_S} s\n\ntraining:\n")
+    print(_table(rows, TRAINING))
+    if faults != [None]: print("the last rank hangs:\n\n" + _table(rows, HANGS))
     first, last = rows[0], rows[-1]
     print(f"from {first['ranks']} to {last['ranks']} ranks ({last['ranks'] / first['ranks']:.0f}x): look time "
-          f"{last['look_ms_median'] / first['look_ms_median']:.1f}x, bytes per rank per second "
-          f"{last['bytes_per_s_rank'] / first['bytes_per_s_rank']:.2f}x")
-    print(f"targets at {last['ranks']} ranks: look <= 50 ms: {last['look_ms_median']:.1f} ms "
-          f"({'met' if last['look_ms_median'] <= 50 else 'NOT met'}); <= 1 KB/s per rank: {last['bytes_per_s_rank']:.0f} B/s "
+          f"{last['look_ms_median'] / first['look_ms_median']:.1f}x, bytes a rank a second {last['bytes_per_s_rank'] / first['bytes_per_s_rank']:.2f}x")
+    print(f"targets at {last['ranks']} ranks: a look <= 50 ms: {last['look_ms_median']:.1f} ms median, {last['look_ms_p90']:.1f} ms p90 "
+          f"({'met' if last['look_ms_p90'] <= 50 else 'NOT met'}); <= 1 KB/s a rank: {last['bytes_per_s_rank']:.0f} B/s "
           f"({'met' if last['bytes_per_s_rank'] <= 1024 else 'NOT met'})")
     print(f"uptime after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     if prof is not None:
-        s = io.StringIO(); pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(30); print(s.getvalue())
+        out = io.StringIO(); pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25); print(out.getvalue())
     if a.json: Path(a.json).write_text(json.dumps({"args": vars(a), "load": load, "rows": rows}, indent=1, default=str))
 
 if __name__ == "__main__":

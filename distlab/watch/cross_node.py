@@ -14,9 +14,8 @@ from .watcher import Watcher, main_thread_syscall, collect_stacks, FUTEX_SYSCALL
 # %% auto #0
 __all__ = ['KEEP_COLLS', 'TRACEBACK_CHARS', 'CALL_KEYS', 'WATCH_PORT_ENV', 'CROSS_NODE_ENV', 'LOOK_S', 'NODE_LOST_S',
            'EOF_GRACE_S', 'NO_HELLO_JOIN_S', 'FALLBACK_STALL_S', 'SHIFT_LOOKS', 'HUB_FINAL_WAIT_S',
-           'HUB_CONNECT_WAIT_S', 'LOST_FIX', 'rank_state', 'track_from_state', 'node_message', 'WireEncoder',
-           'WireDecoder', 'node_facts', 'Hub', 'HubClient', 'CrossNodeWatcher', 'node_lost', 'hub_lost',
-           'init_across_nodes', 'node_watcher']
+           'HUB_CONNECT_WAIT_S', 'LOST_FIX', 'rank_state', 'node_message', 'WireEncoder', 'WireDecoder', 'node_facts',
+           'Hub', 'HubClient', 'CrossNodeWatcher', 'node_lost', 'hub_lost', 'init_across_nodes', 'node_watcher']
 
 # %% ../../nbs/26b_cross_node.ipynb #613d04df
 KEEP_COLLS = 8  # a rank's most recent collectives per group sent each look (its open ones always)
@@ -51,25 +50,6 @@ def _shifted(ev: dict | None, shift_s: float) -> dict | None:
     "A copy of `ev` with its times moved onto this host's clock."
     if ev is None or not shift_s: return ev
     return {k: (v + shift_s if k in _TIMES and isinstance(v, (int, float)) else v) for k, v in ev.items()}
-
-def track_from_state(s: dict, shift_s: float = 0.0) -> RankTrack:
-    "A `RankTrack` rebuilt from another node's `rank_state`, its times moved by `shift_s` (that node's clock to this one's)."
-    t = RankTrack(int(s["rank"]), int(s.get("gen") or 0))
-    add = lambda x: None if x is None else x + shift_s
-    t.pid, t.host, t.hello_t, t.last_t = s.get("pid"), s.get("host"), add(s.get("hello_t")), add(s.get("last_t"))
-    t.alive, t.signal, t.exit_code, t.dead_seen_t = s.get("alive"), s.get("signal"), s.get("exit_code"), add(s.get("dead_seen_t"))
-    t.init, t.init_started = _shifted(s.get("init"), shift_s), _shifted(s.get("init_started"), shift_s)
-    t.steps, t.ddp_steps, t.loop_done = int(s.get("steps") or 0), int(s.get("ddp_steps") or 0), _shifted(s.get("loop_done"), shift_s)
-    t.exit, t.left, t.script_sha256 = _shifted(s.get("exit"), shift_s), ({} if s.get("left") else None), s.get("script_sha256")
-    t.stacks_ok = False  # its pid lives on another host: never signal it from here
-    for rec in s.get("colls") or []:
-        rec = _shifted(rec, shift_s)
-        t.colls.setdefault(rec.get("group", "world"), {})[rec["seq"]] = rec
-        t.pairs.append(rec); t.sites.add(rec.get("site"))
-    t.max_seq = {g: int(v) for g, v in (s.get("max_seq") or {}).items()}
-    t.open = {(g, q): t.colls[g][q] for g, q in s.get("open") or [] if q in t.colls.get(g, {})}
-    t.last_done, t.last_failed = _shifted(s.get("last_done"), shift_s), _shifted(s.get("last_failed"), shift_s)
-    return t
 
 # %% ../../nbs/26b_cross_node.ipynb #dbd6798c
 CALL_KEYS = ("group", "op", "shapes", "dtype", "site", "code", "file", "func", "ddp", "group_ranks")  # what the line that calls a collective fixes: the same every time it runs
@@ -147,63 +127,84 @@ class WireEncoder:
 
 # %% ../../nbs/26b_cross_node.ipynb #29784d6d
 _TIMED = ("init", "init_started", "loop_done", "exit")  # a rank's fields that are events with a time
+_FIELDS = frozenset(_SCALARS) - {"cpu"}  # the track's own fields among them
+
+def _copy(t: RankTrack) -> RankTrack:
+    "A track to change while the look may still read `t`: the hub's look takes the tracks of the moment, never one half updated."
+    c = RankTrack.__new__(RankTrack)
+    c.__dict__ = dict(t.__dict__)
+    c.colls, c.open, c.sites, c.max_seq = {g: dict(v) for g, v in t.colls.items()}, dict(t.open), set(t.sites), dict(t.max_seq)
+    return c
 
 class WireDecoder:
-    "The hub's end of one connection: the node's ranks as full `rank_state`s on this host's clock, rebuilt from the changes it sends."
+    "The hub's end of one connection: a `RankTrack` per rank of the node, on this host's clock, updated with the changes each look brings."
     def __init__(self):
         self.calls: dict[int, dict] = {}  # call number -> the call (`CALL_KEYS`)
-        self.ranks: dict[int, dict] = {}  # rank -> its fields and its window of collectives by (group, seq)
-        self.states: dict[int, dict] = {}  # rank -> its state as `rank_state` gave it (a new dict only when it changed)
+        self.tracks: dict[int, RankTrack] = {}  # rank -> its track (a new object, and a new dict, whenever a look changed it)
+        self.cpu: dict[int, dict | None] = {}  # rank -> its node's CPU reading of it
 
-    def decode(self, msg: dict, shift_s: float = 0.0) -> list[dict]:
-        "Apply one look's `msg`; the node's ranks' states now, their times moved by `shift_s` (the sender's clock to this one's)."
+    def decode(self, msg: dict, shift_s: float = 0.0) -> dict[int, RankTrack]:
+        "Apply one look's `msg`; the node's ranks' tracks now, their times moved by `shift_s` (the sender's clock to this one's)."
         now = float(msg["now"]) + shift_s
         self.calls |= {int(k): v for k, v in (msg.get("calls") or {}).items()}
-        for r in msg.get("gone") or []: self.ranks.pop(r, None); self.states.pop(r, None)
-        for d in msg.get("ranks") or []: self._apply(d, now, shift_s)
-        return [self.states[r] for r in sorted(self.states)]
+        tracks, cpu = dict(self.tracks), dict(self.cpu)
+        for r in msg.get("gone") or []: tracks.pop(r, None); cpu.pop(r, None)
+        for d in msg.get("ranks") or []:
+            r = int(d["r"])
+            if "cpu" in d: cpu[r] = d["cpu"]
+            tracks[r] = self._apply(d, RankTrack(r) if d.get("x") or r not in tracks else _copy(tracks[r]), now, shift_s)
+        self.tracks, self.cpu = tracks, cpu
+        return tracks
 
-    def _apply(self, d: dict, now: float, shift_s: float) -> None:
-        r = int(d["r"])
-        st = self.ranks.get(r)
-        if st is None or d.get("x"): st = self.ranks[r] = {"rank": r, "colls": {}, "last_done": None, "last_failed": None}
-        for k in _SCALARS:
-            if k in d:
-                v = d[k]
-                st[k] = _shifted(v, shift_s) if k in _TIMED else v + shift_s if k in ("hello_t", "dead_seen_t") and v is not None else v
-        if "lt" in d: st["last_t"] = _at(d["lt"], now)
-        colls, prev = st["colls"], (0, None)
-        for c in d.get("c") or []:
-            rec, prev = self._rec(c, now, prev); colls[_key(rec)] = rec
-        for g, s in d.get("rm") or []: colls.pop((g, s), None)
-        if d.get("c"): _trim(colls)
+    def _apply(self, d: dict, t: RankTrack, now: float, shift_s: float) -> RankTrack:
+        for k, v in d.items():
+            if k not in _FIELDS: continue
+            if k in _TIMED: v = _shifted(v, shift_s)
+            elif k in ("hello_t", "dead_seen_t"): v = None if v is None else v + shift_s
+            elif k in ("steps", "ddp_steps", "gen"): v = int(v or 0)
+            elif k == "left": v = {} if v else None
+            setattr(t, k, v)
+        if "lt" in d: t.last_t = _at(d["lt"], now)
+        if "c" in d or "rm" in d:
+            prev = (0, None)
+            for c in d.get("c") or []:
+                rec, prev = self._rec(c, now, prev)
+                g, s = rec.get("group", "world"), rec["seq"]
+                t.colls.setdefault(g, {})[s] = rec
+                if rec["state"] == "started": t.open[(g, s)] = rec
+                else: t.open.pop((g, s), None)
+                t.sites.add(rec.get("site"))
+            for g, s in d.get("rm") or []: t.colls.get(g, {}).pop(s, None); t.open.pop((g, s), None)
+            for g, recent in t.colls.items():  # each group's newest `KEEP_COLLS` and every open one, as `rank_state` keeps
+                if len(recent) > KEEP_COLLS:
+                    seqs = sorted(recent)
+                    for s in seqs[:-KEEP_COLLS]:
+                        if recent[s]["state"] != "started": del recent[s]
+                    t.max_seq[g] = seqs[-1]  # the window always holds each group's newest
+                elif recent: t.max_seq[g] = max(recent)
+            t.pairs = [rec for recent in t.colls.values() for rec in recent.values()]
         for short, k in (("ld", "last_done"), ("lf", "last_failed")):
-            if short not in d: continue
-            v = d[short]
-            if v is None or isinstance(v, int): st[k] = None if v is None else colls.get(("world", v))
-            else: st[k] = colls.get((v[1], v[0])) if isinstance(v[1], str) else self._rec(v, now)[0]
-        recs = sorted(colls.values(), key=_key)
-        max_seq = {}
-        for rec in recs: max_seq[_key(rec)[0]] = rec["seq"]  # the window always holds each group's newest
-        self.states[r] = {**{k: v for k, v in st.items() if k != "colls"}, "colls": recs, "max_seq": max_seq,
-                          "open": [list(_key(rec)) for rec in recs if rec.get("state") == "started"]}
+            if short in d:
+                v = d[short]
+                if v is None or isinstance(v, int): v = None if v is None else t.colls.get("world", {}).get(v)
+                elif isinstance(v[1], str): v = t.colls.get(v[1], {}).get(v[0])
+                else: v = self._rec(v, now)[0]
+                setattr(t, k, v)
+        return t
 
     def _rec(self, c: list, now: float, prev: tuple = (0, None)) -> tuple[dict, tuple]:
         "The collective `c` encodes (`WireEncoder._coll`), and (seq, t0 ms) for the next one in its list."
-        dseq, cid, dt0, dur, state, new_site, t1, error = (list(c) + [None] * 8)[:8]
-        seq, t0_ms = prev[0] + dseq, None if dt0 is None else dt0 + (prev[1] or 0)
-        state, t0, dur_s = state or _state(dur), _at(t0_ms, now), None if dur is None else dur / 1000
-        t1 = _at(t1, now) if t1 is not None else t0 + dur_s if state != "started" and None not in (t0, dur_s) else None
-        rec = {**self.calls.get(cid, {}), "seq": seq, "state": state, "new_site": bool(new_site)}
-        return rec | {k: v for k, v in (("t0", t0), ("t1", t1), ("dur_s", dur_s), ("error", error)) if v is not None}, (seq, t0_ms)
-
-def _trim(colls: dict) -> None:
-    "Keep each group's newest `KEEP_COLLS` collectives and every open one, as `rank_state` does."
-    seqs: dict[str, list] = {}
-    for g, s in colls: seqs.setdefault(g, []).append(s)
-    keep = {(g, s) for g, ss in seqs.items() for s in sorted(ss)[-KEEP_COLLS:]}
-    for k in [k for k, rec in colls.items() if k not in keep and rec.get("state") != "started"]: del colls[k]
-
+        n = len(c)
+        seq, dt0, dur = prev[0] + c[0], c[2] if n > 2 else None, c[3] if n > 3 else None
+        state = (c[4] if n > 4 else None) or _state(dur)
+        t0_ms = None if dt0 is None else dt0 + (prev[1] or 0)
+        rec = {**self.calls.get(c[1], {}), "seq": seq, "state": state, "new_site": n > 5 and bool(c[5])}
+        if t0_ms is not None: rec["t0"] = now + t0_ms / 1000
+        if dur is not None: rec["dur_s"] = dur / 1000
+        if n > 6 and c[6] is not None: rec["t1"] = _at(c[6], now)
+        elif state != "started" and t0_ms is not None and dur is not None: rec["t1"] = rec["t0"] + rec["dur_s"]
+        if n > 7 and c[7] is not None: rec["error"] = c[7]
+        return rec, (seq, t0_ms)
 
 # %% ../../nbs/26b_cross_node.ipynb #24fe271f
 WATCH_PORT_ENV = "DISTLAB_WATCH_PORT"  # the cross-node watch's port (default: the rendezvous port + 1)
@@ -231,7 +232,7 @@ class Hub:
     "On the node that holds the rendezvous address: a TCP endpoint the other nodes push their ranks' state to each look; each reply carries the job's diagnosis once there is one."
     def __init__(self, sock: socket.socket, job: str):
         self.sock, self.job, self.lock = sock, job, threading.Lock()
-        self.nodes: dict[str, dict] = {}  # node key -> node, host, addr, ranks, seen_t, shift_s, eof_t, bye, bytes
+        self.nodes: dict[str, dict] = {}  # node key -> node, host, addr, tracks, cpu, seen_t, shift_s, eof_t, bye, bytes
         self.reply: dict = {"job": job}
         self._conns: list = []
         threading.Thread(target=self._accept, daemon=True, name="distlab-watch-hub").start()
@@ -267,7 +268,7 @@ class Hub:
             n["offsets"].append(now - float(msg.get("now") or now))
             n.update(node=msg.get("node"), host=msg.get("host"), addr=addr, seen_t=now, eof_t=None, shift_s=min(n["offsets"]),
                      bytes=n["bytes"] + nbytes, looks=n["looks"] + 1)
-            n["ranks"] = wire.decode(msg, n["shift_s"])
+            n["tracks"], n["cpu"] = wire.decode(msg, n["shift_s"]), wire.cpu
             if msg.get("stacks"): n["stacks"] = msg["stacks"]
             if msg.get("facts"): n["facts"] = msg["facts"]
             if msg.get("bye"): n["bye"] = True
@@ -375,7 +376,6 @@ class CrossNodeWatcher(Watcher):
         self._where: dict[int, tuple] = {}  # rank -> (node, host, addr) of the other nodes' ranks, as last heard
         self._remote_cpu: dict[int, dict | None] = {}  # rank -> its node's CPU reading of it
         self._stacks_out: dict[str, str] = {}  # this node's ranks' stacks, dumped when the hub asked for them
-        self._built: dict[int, tuple] = {}  # rank of another node -> (its state, the track rebuilt from it)
 
     def close(self) -> None:
         if self.hub is not None:
@@ -386,6 +386,15 @@ class CrossNodeWatcher(Watcher):
             except OSError: pass
         if self.client is not None: self.client.close(self._message(time.time(), bye=True))
         super().close()
+
+    def update(self, now: float | None = None) -> None:
+        "`Watcher.update`, reading only the event files there are here: the other nodes' ranks leave none on this host (at 1024 ranks, 1016 failed opens a look)."
+        try: here = set(os.listdir(self.run_dir / "events"))
+        except OSError: here = set()
+        tails = self.tails
+        self.tails = {r: tail for r, tail in tails.items() if tail.path.name in here}
+        try: super().update(now)
+        finally: self.tails = tails
 
     def _local(self) -> dict[int, RankTrack]:
         "This node's ranks: the tracks its own event files fed."
@@ -425,7 +434,7 @@ def _poll(self: CrossNodeWatcher, now: float | None = None, *, final: bool = Fal
     if d is None: return None
     if d.kind == "never-joined" and whole and nodes:
         init_across_nodes(d, [(self.node, self.hostname, self.facts, sorted(self._local()))]
-                          + [(n.get("node"), n.get("host"), n.get("facts") or {}, [int(s["rank"]) for s in n.get("ranks") or []]) for n in nodes])
+                          + [(n.get("node"), n.get("host"), n.get("facts") or {}, sorted(n.get("tracks") or {})) for n in nodes])
     self._name_nodes(d)
     if self.stacks and not final:
         d.stacks = self.collect_stacks()
@@ -441,25 +450,23 @@ def _join_timeout(self: CrossNodeWatcher, tracks: dict[int, RankTrack]) -> float
     return self.join_timeout_s if any(t.pid is not None for t in tracks.values()) else max(self.join_timeout_s, NO_HELLO_JOIN_S)
 
 def _merged(self: CrossNodeWatcher, nodes: list[dict]) -> dict[int, RankTrack]:
-    "This node's tracks, with every other node's ranks rebuilt from what it sent last."
+    "This node's tracks, with every other node's ranks as the hub's `WireDecoder`s hold them."
     tracks, local = dict(self.tracks), self._local()
     for n in nodes:
-        for s in n.get("ranks") or []:
-            r = int(s["rank"])
-            if r in local or r not in tracks or int(s.get("gen") or 0) != self.gen: continue
-            built = self._built.get(r)
-            if built is None or built[0] is not s: built = self._built[r] = (s, track_from_state(s))  # on this clock already
-            tracks[r] = built[1]
+        cpu = n.get("cpu") or {}
+        for r, t in (n.get("tracks") or {}).items():
+            if r in local or r not in tracks or t.gen != self.gen: continue
+            tracks[r] = t
             self._where[r] = (n.get("node"), n.get("host"), n.get("addr"))
-            self._remote_cpu[r] = s.get("cpu")
+            self._remote_cpu[r] = cpu.get(r)
             if self.first_remote_t is None: self.first_remote_t = time.time()
     return tracks
 
 def _lost(self: CrossNodeWatcher, nodes: list[dict], now: float, final: bool) -> tuple | None:
     "(node, how) for the first node gone: its connection closed without a goodbye, or silent `NODE_LOST_S`; None while all are there."
     for n in nodes:
-        ranks = n.get("ranks") or []
-        if n.get("bye") or (ranks and all((s.get("exit") or {}).get("status") == "ok" for s in ranks)): continue
+        ts = (n.get("tracks") or {}).values()
+        if n.get("bye") or (ts and all(t.finished for t in ts)): continue
         if n.get("eof_t") is not None and (final or now - n["eof_t"] >= EOF_GRACE_S): return n, "closed", now - n["eof_t"]
         if now - n["seen_t"] >= NODE_LOST_S: return n, "silent", now - n["seen_t"]
     return None
@@ -550,12 +557,12 @@ def _waiting(tracks: dict[int, RankTrack], exclude) -> tuple[list[int], dict | N
     waiting = sorted(r for r, t in tracks.items() if r not in exclude and t.current())
     return waiting, (tracks[waiting[0]].current() if waiting else None)
 
-def node_lost(n: dict,  # the hub's record of the node: node, host, addr, ranks (their last state)
+def node_lost(n: dict,  # the hub's record of the node: node, host, addr, tracks (its ranks as last heard)
               how: str,  # `closed` (its connection ended without a goodbye) or `silent`
               gone_s: float,  # seconds since
               tracks: dict[int, RankTrack], now: float) -> Diagnosis:
     "The diagnosis of a node that vanished mid-run, seen from the hub: which node, its ranks and where they were, what the others wait in."
-    ranks = sorted(int(s["rank"]) for s in n.get("ranks") or [])
+    ranks = sorted(n.get("tracks") or {})
     where = f"node {n.get('node')} (host {n.get('host')}, {n.get('addr')})"
     last = "; ".join(f"rank {r} last {rank_summary(tracks[r], now)['doing']}" for r in ranks if r in tracks)
     waiting, cur = _waiting(tracks, ranks)
