@@ -136,7 +136,7 @@ class Ledger:
 
 LEDGER = Ledger()
 
-# %% ../../nbs/20_ledger.ipynb #e1dc2001
+# %% ../../nbs/20_ledger.ipynb #2ce967cd
 def _p2p_label(label: str, peer) -> str:
     import torch.distributed as dist
     me = dist.get_rank()
@@ -187,6 +187,8 @@ def coll_writer() -> CollWriter | None:
 def _forget_writer(): LEDGER.writer = None
 os.register_at_fork(after_in_child=_forget_writer)
 
+
+# %% ../../nbs/20_ledger.ipynb #5fbed272
 def _done(group: str, seq: int, op: str, t0: float, err: BaseException | None = None):
     w = coll_writer()
     if w is not None: w.ended(seq, group, op, time.perf_counter() - t0, None if err is None else f"{type(err).__name__}: {err}")
@@ -223,6 +225,8 @@ def poll_pending() -> int:
 
 _STREAMS: dict[tuple, object] = {}  # (stream id, device index, device type) -> its torch.cuda.Stream
 
+
+# %% ../../nbs/20_ledger.ipynb #5d731551
 def _current_stream(device=None):
     "The current CUDA stream of `device` (None: the current device); its Python object cached, as `torch.cuda.current_stream` builds a new one each call (~5 us on an H100 host, twice per DDP step)."
     import torch
@@ -288,6 +292,8 @@ def _gpu_track(out, start, group, seq, op, t0, device, is_async: bool, sync: boo
     except Exception: _track_polled(works[-1], group, seq, op, t0)  # no future: its end as the heartbeat sees it
     return out
 
+
+# %% ../../nbs/20_ledger.ipynb #3f1ec191
 def run_recorded(op: str, call, group: str, shapes: list, dtype: str | None, is_async: bool = False,
                  extra: dict | None = None, sync: bool = False):  # sync: issued async on nccl for a sync call
     "Run `call()` as collective `op` on `group`: `started` event (with `extra` fields), then `completed` or `failed`."
@@ -349,6 +355,7 @@ def record(op: str, fn, args: tuple, kwargs: dict, pos: dict[str, int]):
             return run_recorded_gpu(op, call, group, shapes, dtype, True, extra, sync=True, device=dev)
         return run_recorded_gpu(op, lambda: fn(*args, **kwargs), group, shapes, dtype, is_async, extra, device=dev)
     return run_recorded(op, lambda: fn(*args, **kwargs), group, shapes, dtype, is_async, extra)
+
 
 # %% ../../nbs/20_ledger.ipynb #0a93553d
 _ORIG: dict[str, object] = {}

@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+from fastcore.basics import patch  # methods added to a class one group per cell
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler, Sampler, SequentialSampler
 
 from ..config import TrainerConfig, TrainConfig
@@ -61,7 +62,7 @@ def comm_hook(name: str | None, backend: str):
             "bf16_compress": default_hooks.bf16_compress_hook}[name]
     return hook, lambda pg: pg
 
-# %% ../../nbs/07_trainer.ipynb #f47b89f8
+# %% ../../nbs/07_trainer.ipynb #e51ae8ae
 class RecordingSampler(Sampler):
     "`sampler`'s indices, each also appended to `seen` as the DataLoader takes it (in the loop's process, workers or not)."
     def __init__(self, sampler, seen: list): self.sampler, self.seen = sampler, seen
@@ -69,6 +70,8 @@ class RecordingSampler(Sampler):
         for i in self.sampler: self.seen.append(int(i)); yield i
     def __len__(self): return len(self.sampler)
 
+
+# %% ../../nbs/07_trainer.ipynb #fcaf9288
 class Trainer:
     "A data-parallel training loop driven by a `TrainerConfig`; subclasses wrap the model."
     def __init__(self, model: nn.Module,  # the plain model (same weights on every rank: build it from one seed)
@@ -118,137 +121,159 @@ class Trainer:
             raise ValueError(f"precision='fp16' on CPU needs torch >= 2.3 (CPU autocast to float16 and torch.amp.GradScaler('cpu')); "
                              f"this is torch {torch.__version__}: use precision='bf16', which has float32's range and needs no scaler")
 
-    # -- building
-    def build_sampler(self, dataset):
-        "DistributedSampler (this rank's share), or every sample on every rank when `distributed_sampler` is off."
-        if self.cfg.distributed_sampler:
-            return DistributedSampler(dataset, self.world_size, self.rank, shuffle=self.cfg.shuffle, seed=self.cfg.seed, drop_last=True)
-        if not self.cfg.shuffle: return SequentialSampler(dataset)
-        return RandomSampler(dataset, generator=torch.Generator().manual_seed(self.cfg.seed))  # MISTAKE when used here: every rank the same order
 
-    def build_loader(self):
-        "Your `loader=` when given (called with the trainer if it is a function); else the DataLoader over this rank's sampler (recording the indices it hands out when `record_samples`), the tail dropped."
-        if self.loader is not None: return self.loader(self) if callable(self.loader) else self.loader
-        sampler = RecordingSampler(self.sampler, self.samples_seen.setdefault(self.epoch, [])) if self.record_samples else self.sampler
-        return DataLoader(self.dataset, batch_size=self.batch_size, sampler=sampler, num_workers=self.num_workers,
-                          drop_last=True, pin_memory=self.device.type == "cuda")
+# %% ../../nbs/07_trainer.ipynb #c70188e1
+@patch
+def build_sampler(self: Trainer, dataset):
+    "DistributedSampler (this rank's share), or every sample on every rank when `distributed_sampler` is off."
+    if self.cfg.distributed_sampler:
+        return DistributedSampler(dataset, self.world_size, self.rank, shuffle=self.cfg.shuffle, seed=self.cfg.seed, drop_last=True)
+    if not self.cfg.shuffle: return SequentialSampler(dataset)
+    return RandomSampler(dataset, generator=torch.Generator().manual_seed(self.cfg.seed))  # MISTAKE when used here: every rank the same order
 
-    def wrap_model(self, model: nn.Module) -> nn.Module: raise NotImplementedError
+@patch
+def build_loader(self: Trainer):
+    "Your `loader=` when given (called with the trainer if it is a function); else the DataLoader over this rank's sampler (recording the indices it hands out when `record_samples`), the tail dropped."
+    if self.loader is not None: return self.loader(self) if callable(self.loader) else self.loader
+    sampler = RecordingSampler(self.sampler, self.samples_seen.setdefault(self.epoch, [])) if self.record_samples else self.sampler
+    return DataLoader(self.dataset, batch_size=self.batch_size, sampler=sampler, num_workers=self.num_workers,
+                      drop_last=True, pin_memory=self.device.type == "cuda")
 
-    def build_optimizer(self):
-        c = self.cfg
-        if c.optimizer == "adamw": return torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=c.weight_decay)
-        return torch.optim.SGD(self.model.parameters(), lr=self.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+@patch
+def wrap_model(self: Trainer, model: nn.Module) -> nn.Module: raise NotImplementedError
 
-    def build_profiler(self) -> StepProfiler:
-        "A StepProfiler without DDP bucket timing (DDPTrainer times its buckets)."
-        return StepProfiler(None, emit_events=self.emit_events)
+@patch
+def build_optimizer(self: Trainer):
+    c = self.cfg
+    if c.optimizer == "adamw": return torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=c.weight_decay)
+    return torch.optim.SGD(self.model.parameters(), lr=self.lr, momentum=c.momentum, weight_decay=c.weight_decay)
 
-    def apply_checkpointing(self, model: nn.Module) -> None:
-        "Recompute each block's activations in backward (composable `checkpoint`, which DDP and FSDP2 both accept)."
-        from torch.distributed._composable import checkpoint
-        for block in model_blocks(model): checkpoint(block)
+@patch
+def build_profiler(self: Trainer) -> StepProfiler:
+    "A StepProfiler without DDP bucket timing (DDPTrainer times its buckets)."
+    return StepProfiler(None, emit_events=self.emit_events)
 
-    @property
-    def inner(self) -> nn.Module:
-        "The model without its DDP wrapper."
-        return getattr(self.model, "module", self.model)
+@patch
+def apply_checkpointing(self: Trainer, model: nn.Module) -> None:
+    "Recompute each block's activations in backward (composable `checkpoint`, which DDP and FSDP2 both accept)."
+    from torch.distributed._composable import checkpoint
+    for block in model_blocks(model): checkpoint(block)
 
-    # -- one step
-    def autocast(self):
-        if self.cfg.precision == "fp32": return contextlib.nullcontext()
-        dtype = torch.bfloat16 if self.cfg.precision == "bf16" else torch.float16
-        return torch.autocast(self.device.type, dtype=dtype)
+@patch(as_prop=True)
+def inner(self: Trainer) -> nn.Module:
+    "The model without its DDP wrapper."
+    return getattr(self.model, "module", self.model)
 
-    def sync_context(self, last: bool):
-        "Skip the gradient all-reduce on a micro-step that is not the last (subclasses)."
-        return contextlib.nullcontext()
 
-    def forward_backward(self, x, y, last: bool) -> torch.Tensor:
-        "One micro-step: forward, loss (divided by `accumulate`), backward; returns the unscaled loss, detached."
-        with self.sync_context(last):
-            with self.autocast(): loss = self.loss_fn(self.model(x), y)
-            scaled = loss / self.cfg.accumulate if (self.cfg.scale_loss and self.cfg.accumulate > 1) else loss
-            (self.scaler.scale(scaled) if self.scaler else scaled).backward()
-        return loss.detach()
+# %% ../../nbs/07_trainer.ipynb #f4610acb
+@patch
+def autocast(self: Trainer):
+    if self.cfg.precision == "fp32": return contextlib.nullcontext()
+    dtype = torch.bfloat16 if self.cfg.precision == "bf16" else torch.float16
+    return torch.autocast(self.device.type, dtype=dtype)
 
-    def clip_gradients(self) -> torch.Tensor | None:
-        if self.cfg.clip_grad_norm is None: return None
-        if self.scaler: self.scaler.unscale_(self.optimizer)
-        return nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_grad_norm)
+@patch
+def sync_context(self: Trainer, last: bool):
+    "Skip the gradient all-reduce on a micro-step that is not the last (subclasses)."
+    return contextlib.nullcontext()
 
-    def optimizer_step(self) -> bool:
-        "Step, zero the gradients, advance the schedule; False when the GradScaler skipped the step (its gradients overflowed)."
-        stepped = True
-        if self.scaler:
-            scale = self.scaler.get_scale()
-            self.scaler.step(self.optimizer); self.scaler.update()
-            stepped = self.scaler.get_scale() >= scale  # the scaler halves its scale exactly when it skipped the step
-        else: self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.cfg.warmup_steps: self.scheduler.step()  # past the warm-up its factor is 1: a no-op
-        else: self.scheduler.last_epoch += 1  # keep its count for state_dict without recomputing the lr
-        return stepped
+@patch
+def forward_backward(self: Trainer, x, y, last: bool) -> torch.Tensor:
+    "One micro-step: forward, loss (divided by `accumulate`), backward; returns the unscaled loss, detached."
+    with self.sync_context(last):
+        with self.autocast(): loss = self.loss_fn(self.model(x), y)
+        scaled = loss / self.cfg.accumulate if (self.cfg.scale_loss and self.cfg.accumulate > 1) else loss
+        (self.scaler.scale(scaled) if self.scaler else scaled).backward()
+    return loss.detach()
 
-    def train_step(self, micro_batches: list) -> dict:
-        "One optimizer step over `micro_batches` [(x, y), ...]; returns its record (loss, samples, lr, grad_norm; loss_scale and skipped with a GradScaler)."
-        losses, n = [], 0
-        for i, (x, y) in enumerate(micro_batches):
-            if x.device != self.device or y.device != self.device: x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-            losses.append(self.forward_backward(x, y, last=i == len(micro_batches) - 1)); n += x.shape[0]  # not len(x): a Python call in torch
-        lr = self.optimizer.param_groups[0]["lr"]
-        norm = self.clip_gradients()
-        stepped = self.optimizer_step()
-        loss = losses[0] if len(losses) == 1 else torch.stack(losses).float().mean()
-        rec = {"loss": round(loss.item(), 6), "samples": n, "lr": lr, **self.step_fields}
-        if norm is not None: rec["grad_norm"] = round(float(getattr(norm, "full_tensor", lambda: norm)()), 6)
-        if self.scaler: rec.update(loss_scale=self.scaler.get_scale(), skipped=not stepped)
-        return rec
+@patch
+def clip_gradients(self: Trainer) -> torch.Tensor | None:
+    if self.cfg.clip_grad_norm is None: return None
+    if self.scaler: self.scaler.unscale_(self.optimizer)
+    return nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_grad_norm)
 
-    # -- the loop
-    def micro_batch_groups(self, loader):
-        "Groups of `accumulate` micro-batches, timed as data wait; a resumed epoch skips the groups already done."
-        group, skip = [], self.position * self.cfg.accumulate
-        for i, batch in enumerate(self.profiler.data(loader)):
-            if i < skip: continue
-            group.append(batch)
-            if len(group) == self.cfg.accumulate: yield group; group = []
+@patch
+def optimizer_step(self: Trainer) -> bool:
+    "Step, zero the gradients, advance the schedule; False when the GradScaler skipped the step (its gradients overflowed)."
+    stepped = True
+    if self.scaler:
+        scale = self.scaler.get_scale()
+        self.scaler.step(self.optimizer); self.scaler.update()
+        stepped = self.scaler.get_scale() >= scale  # the scaler halves its scale exactly when it skipped the step
+    else: self.optimizer.step()
+    self.optimizer.zero_grad(set_to_none=True)
+    if self.cfg.warmup_steps: self.scheduler.step()  # past the warm-up its factor is 1: a no-op
+    else: self.scheduler.last_epoch += 1  # keep its count for state_dict without recomputing the lr
+    return stepped
 
-    def train_epoch(self) -> bool:
-        "Train one epoch (from `position`); False when `max_steps` ended it."
-        if self.cfg.set_epoch and hasattr(self.sampler, "set_epoch"): self.sampler.set_epoch(self.epoch)
-        for group in self.micro_batch_groups(self.build_loader()):
-            rec = self.train_step(group)
-            self.profiler.step_done(**rec)
-            self.records.append({"step": self.step, "epoch": self.epoch, **rec})
-            self.step += 1; self.position += 1
-            if self.on_step is not None: self.on_step(self, self.records[-1])
-            if self.max_steps is not None and self.step >= self.max_steps: return False
-        self.epoch += 1; self.position = 0
-        return True
+@patch
+def train_step(self: Trainer, micro_batches: list) -> dict:
+    "One optimizer step over `micro_batches` [(x, y), ...]; returns its record (loss, samples, lr, grad_norm; loss_scale and skipped with a GradScaler)."
+    losses, n = [], 0
+    for i, (x, y) in enumerate(micro_batches):
+        if x.device != self.device or y.device != self.device: x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+        losses.append(self.forward_backward(x, y, last=i == len(micro_batches) - 1)); n += x.shape[0]  # not len(x): a Python call in torch
+    lr = self.optimizer.param_groups[0]["lr"]
+    norm = self.clip_gradients()
+    stepped = self.optimizer_step()
+    loss = losses[0] if len(losses) == 1 else torch.stack(losses).float().mean()
+    rec = {"loss": round(loss.item(), 6), "samples": n, "lr": lr, **self.step_fields}
+    if norm is not None: rec["grad_norm"] = round(float(getattr(norm, "full_tensor", lambda: norm)()), 6)
+    if self.scaler: rec.update(loss_scale=self.scaler.get_scale(), skipped=not stepped)
+    return rec
 
-    def fit(self) -> list[dict]:
-        "Train until `epochs` or `max_steps`; writes `step` events, and `loop_done` when the loop ends; stops the profiler's writer in any case."
-        try:
-            while self.epoch < self.epochs and self.train_epoch(): pass
-        finally: self.profiler.close()
-        if self.emit_events: emit("loop_done", steps=self.step)
-        return self.records
 
-    # -- resume
-    def state_dict(self) -> dict:
-        "Everything a resume needs: model, optimizer, scheduler, scaler, sampler epoch and position, step, RNG states."
-        return {"model": self.inner.state_dict(), "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "scaler": self.scaler.state_dict() if self.scaler else None,
-                "sampler": {"epoch": self.epoch, "position": self.position}, "step": self.step, "rng": rng_state()}
+# %% ../../nbs/07_trainer.ipynb #5afef061
+@patch
+def micro_batch_groups(self: Trainer, loader):
+    "Groups of `accumulate` micro-batches, timed as data wait; a resumed epoch skips the groups already done."
+    group, skip = [], self.position * self.cfg.accumulate
+    for i, batch in enumerate(self.profiler.data(loader)):
+        if i < skip: continue
+        group.append(batch)
+        if len(group) == self.cfg.accumulate: yield group; group = []
 
-    def load_state_dict(self, sd: dict) -> None:
-        "Restore `state_dict()`'s output; the next `fit` continues where it stopped."
-        self.inner.load_state_dict(sd["model"]); self.optimizer.load_state_dict(sd["optimizer"])
-        self.scheduler.load_state_dict(sd["scheduler"])
-        if self.scaler and sd.get("scaler"): self.scaler.load_state_dict(sd["scaler"])
-        self.epoch, self.position, self.step = sd["sampler"]["epoch"], sd["sampler"]["position"], sd["step"]
-        set_rng_state(sd["rng"])
+@patch
+def train_epoch(self: Trainer) -> bool:
+    "Train one epoch (from `position`); False when `max_steps` ended it."
+    if self.cfg.set_epoch and hasattr(self.sampler, "set_epoch"): self.sampler.set_epoch(self.epoch)
+    for group in self.micro_batch_groups(self.build_loader()):
+        rec = self.train_step(group)
+        self.profiler.step_done(**rec)
+        self.records.append({"step": self.step, "epoch": self.epoch, **rec})
+        self.step += 1; self.position += 1
+        if self.on_step is not None: self.on_step(self, self.records[-1])
+        if self.max_steps is not None and self.step >= self.max_steps: return False
+    self.epoch += 1; self.position = 0
+    return True
+
+@patch
+def fit(self: Trainer) -> list[dict]:
+    "Train until `epochs` or `max_steps`; writes `step` events, and `loop_done` when the loop ends; stops the profiler's writer in any case."
+    try:
+        while self.epoch < self.epochs and self.train_epoch(): pass
+    finally: self.profiler.close()
+    if self.emit_events: emit("loop_done", steps=self.step)
+    return self.records
+
+
+# %% ../../nbs/07_trainer.ipynb #3deb055e
+@patch
+def state_dict(self: Trainer) -> dict:
+    "Everything a resume needs: model, optimizer, scheduler, scaler, sampler epoch and position, step, RNG states."
+    return {"model": self.inner.state_dict(), "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler else None,
+            "sampler": {"epoch": self.epoch, "position": self.position}, "step": self.step, "rng": rng_state()}
+
+@patch
+def load_state_dict(self: Trainer, sd: dict) -> None:
+    "Restore `state_dict()`'s output; the next `fit` continues where it stopped."
+    self.inner.load_state_dict(sd["model"]); self.optimizer.load_state_dict(sd["optimizer"])
+    self.scheduler.load_state_dict(sd["scheduler"])
+    if self.scaler and sd.get("scaler"): self.scaler.load_state_dict(sd["scaler"])
+    self.epoch, self.position, self.step = sd["sampler"]["epoch"], sd["sampler"]["position"], sd["step"]
+    set_rng_state(sd["rng"])
+
 
 # %% ../../nbs/07_trainer.ipynb #bd15e470
 class DDPTrainer(Trainer):

@@ -14,6 +14,8 @@ from ..rank.tape import TapeReader, salvage
 from .analysis import RankTrack, rank_summary, find_stall
 from .diagnosis import Diagnosis, _main_thread_stack
 from .rules import diagnose
+from fastcore.basics import patch, patch_to  # the Watcher's methods, one group per cell
+
 
 # %% auto #0
 __all__ = ['BUSY_CPU_FRACTION', 'ASLEEP_HORIZON_S', 'STACK_GAP_S', 'ADVISE_EVERY_S', 'FUTEX_SYSCALL', 'IDLE_TICKS_S', 'pid_alive',
@@ -171,7 +173,7 @@ class Activity:
             since, c_since = t0, c0
         return t1 - since
 
-# %% ../../nbs/26_watcher.ipynb #7fe98605
+# %% ../../nbs/26_watcher.ipynb #2e5a6330
 class Watcher:
     "Tails a run's event files and returns a `Diagnosis` (once) when the job is hung or broken."
     def __init__(self, run_dir: str | Path, world_size: int, *,
@@ -207,174 +209,197 @@ class Watcher:
         "Stop the exit watch's thread (what it learned stays in `exit_watch.codes`)."
         self.exit_watch.close()
 
-    def update(self, now: float | None = None) -> None:
-        "Read the ranks' new events (collectives straight from their tapes) and check their pids."
-        now = time.time() if now is None else now
-        tapes = self._tape_readers()
-        for r, tail in self.tails.items():
-            lines = tail.read_new()
-            for e in lines:
-                if e.get("ev") == "hello" and e.get("pid") is not None: self._pid_gen[e["pid"]] = int(e.get("gen") or 0)
-            readers = tapes.get(r, [])
-            for reader in readers:
-                pid_gen = self._pid_gen.get(getattr(reader, "pid", None), self.gen)
-                for e in reader.read_new(): self._feed(r, e, pid_gen)
-            for e in lines:
-                if not (readers and e.get("ev") == "coll"): self._feed(r, e, 0)  # a taped rank's coll lines repeat its tape
-        if any(t.alive is False and t.exit is None and t.exit_code is None for t in self.tracks.values()):
-            self._read_torchrun_exit_codes()
-        for r, t in self.tracks.items():
-            pid = self.pids.get(r, t.pid) if t.pid is None and self.gen == 0 else t.pid
-            if t.exit is None and pid is not None and t.alive is not False:
-                t.alive = pid_alive(pid, t.hello_t)
-                if t.alive: self.exit_watch.add(pid)
-                if t.alive is False:
-                    self._read_last_words(r)  # its `exit` event may have landed after this poll read the file
-                    if t.exit is not None: t.alive = False; continue
-                    t.dead_seen_t = min(now, self.exit_watch.ended_t.get(pid, now))  # when it ended (~1 ms), not when this look saw it
-                    status = zombie_exit_status(pid)  # torchrun has not reaped it yet: its exit code is still there
-                    if status is None: status = self.exit_watch.codes.get(pid)  # read by the exit watch as it ended
-                    if status is not None: self._set_exit(t, status)
-                    self.salvage(r)
-                elif self.stall_policy == "safe":
-                    self._activity.setdefault(pid, Activity(pid)).sample(now)
-            elif t.exit is not None: t.alive = False
 
-    def _feed(self, rank: int, e: dict, default_gen: int) -> None:
-        "Feed `e` to the track of its generation; a newer generation starts fresh tracks for every rank."
-        g = int(e["gen"]) if e.get("gen") is not None else default_gen
-        if g > self.gen: self._new_generation(g)
-        t = self.generations.get(g, {}).get(rank)
-        if t is not None: t.feed(e)  # an older generation's late event goes to its own record
+# %% ../../nbs/26_watcher.ipynb #2f7a30c4
+@patch
+def update(self: Watcher, now: float | None = None) -> None:
+    "Read the ranks' new events (collectives straight from their tapes) and check their pids."
+    now = time.time() if now is None else now
+    tapes = self._tape_readers()
+    for r, tail in self.tails.items():
+        lines = tail.read_new()
+        for e in lines:
+            if e.get("ev") == "hello" and e.get("pid") is not None: self._pid_gen[e["pid"]] = int(e.get("gen") or 0)
+        readers = tapes.get(r, [])
+        for reader in readers:
+            pid_gen = self._pid_gen.get(getattr(reader, "pid", None), self.gen)
+            for e in reader.read_new(): self._feed(r, e, pid_gen)
+        for e in lines:
+            if not (readers and e.get("ev") == "coll"): self._feed(r, e, 0)  # a taped rank's coll lines repeat its tape
+    if any(t.alive is False and t.exit is None and t.exit_code is None for t in self.tracks.values()):
+        self._read_torchrun_exit_codes()
+    for r, t in self.tracks.items():
+        pid = self.pids.get(r, t.pid) if t.pid is None and self.gen == 0 else t.pid
+        if t.exit is None and pid is not None and t.alive is not False:
+            t.alive = pid_alive(pid, t.hello_t)
+            if t.alive: self.exit_watch.add(pid)
+            if t.alive is False:
+                self._read_last_words(r)  # its `exit` event may have landed after this poll read the file
+                if t.exit is not None: t.alive = False; continue
+                t.dead_seen_t = min(now, self.exit_watch.ended_t.get(pid, now))  # when it ended (~1 ms), not when this look saw it
+                status = zombie_exit_status(pid)  # torchrun has not reaped it yet: its exit code is still there
+                if status is None: status = self.exit_watch.codes.get(pid)  # read by the exit watch as it ended
+                if status is not None: self._set_exit(t, status)
+                self.salvage(r)
+            elif self.stall_policy == "safe":
+                self._activity.setdefault(pid, Activity(pid)).sample(now)
+        elif t.exit is not None: t.alive = False
 
-    def _new_generation(self, gen: int) -> None:
-        "torchrun restarted the workers: keep the old tracks in `generations`, watch the new ones from scratch."
-        self.gen = gen
-        self.tracks = self.generations[gen] = {r: RankTrack(r, gen) for r in range(self.world_size)}
-        self._reported, self._suspect = False, {}
-        self.t_start = time.time()
+@patch
+def _feed(self: Watcher, rank: int, e: dict, default_gen: int) -> None:
+    "Feed `e` to the track of its generation; a newer generation starts fresh tracks for every rank."
+    g = int(e["gen"]) if e.get("gen") is not None else default_gen
+    if g > self.gen: self._new_generation(g)
+    t = self.generations.get(g, {}).get(rank)
+    if t is not None: t.feed(e)  # an older generation's late event goes to its own record
 
-    def _tape_readers(self) -> dict[int, list[TapeReader]]:
-        "Readers of every rank's tapes, by rank (one per process that ran the rank), new tapes included."
-        try: names = sorted(n for n in os.listdir(self.run_dir / "events") if n.endswith(".tape"))
-        except OSError: names = []
-        out: dict[int, list[TapeReader]] = {}
-        for n in names:
-            m = re.fullmatch(r"rank(\d+)\.(\d+)\.tape", n)
-            if m is None or int(m[1]) not in self.tracks: continue
-            reader = self._tapes.get(n)
-            if reader is None:
-                reader = self._tapes[n] = TapeReader(self.run_dir / "events" / n, int(m[1]))
-                reader.pid = int(m[2])
-            out.setdefault(int(m[1]), []).append(reader)
-        return out
+@patch
+def _new_generation(self: Watcher, gen: int) -> None:
+    "torchrun restarted the workers: keep the old tracks in `generations`, watch the new ones from scratch."
+    self.gen = gen
+    self.tracks = self.generations[gen] = {r: RankTrack(r, gen) for r in range(self.world_size)}
+    self._reported, self._suspect = False, {}
+    self.t_start = time.time()
 
-    def salvage(self, rank: int) -> None:
-        "Write into `rank`'s event file what its ended process taped but never wrote (for readers other than the watcher)."
-        if rank in self._salvaged: return
-        self._salvaged.add(rank)
-        salvage(self.run_dir, rank)
+@patch
+def _tape_readers(self: Watcher) -> dict[int, list[TapeReader]]:
+    "Readers of every rank's tapes, by rank (one per process that ran the rank), new tapes included."
+    try: names = sorted(n for n in os.listdir(self.run_dir / "events") if n.endswith(".tape"))
+    except OSError: names = []
+    out: dict[int, list[TapeReader]] = {}
+    for n in names:
+        m = re.fullmatch(r"rank(\d+)\.(\d+)\.tape", n)
+        if m is None or int(m[1]) not in self.tracks: continue
+        reader = self._tapes.get(n)
+        if reader is None:
+            reader = self._tapes[n] = TapeReader(self.run_dir / "events" / n, int(m[1]))
+            reader.pid = int(m[2])
+        out.setdefault(int(m[1]), []).append(reader)
+    return out
 
-    def _read_torchrun_exit_codes(self) -> None:
-        "Exit codes of dead ranks from torchrun's failure summary in `logs/torchrun.stderr`, once it is there."
-        p = log_path(self.run_dir, None)
-        try: text = p.read_text(errors="replace")[-50000:] if p.exists() else ""
-        except OSError: return
-        for r, code in torchrun_exit_codes(text).items():
-            t = self.tracks.get(r)
-            if t is not None and t.exit is None and t.exit_code is None and t.alive is False: self._set_exit(t, code)
+@patch
+def salvage(self: Watcher, rank: int) -> None:
+    "Write into `rank`'s event file what its ended process taped but never wrote (for readers other than the watcher)."
+    if rank in self._salvaged: return
+    self._salvaged.add(rank)
+    salvage(self.run_dir, rank)
 
-    @staticmethod
-    def _set_exit(t: RankTrack, returncode: int) -> None:
-        t.exit_code = returncode
-        if returncode < 0:
-            try: t.signal = signal.Signals(-returncode).name
-            except ValueError: t.signal = f"signal {-returncode}"
 
-    def note_exit(self, rank: int, returncode: int) -> None:
-        "Tell the watcher how a rank's process ended (a negative code is the signal that killed it)."
-        t = self.tracks.get(rank)
-        if t is None: return
-        t.exit_code = returncode
-        if returncode < 0:
-            try: t.signal = signal.Signals(-returncode).name
-            except ValueError: t.signal = f"signal {-returncode}"
-        if t.alive is not False:
-            self._read_last_words(rank)
-            t.alive, t.dead_seen_t = False, self.exit_watch.ended_t.get(t.pid, time.time())
-        self.salvage(rank)
+# %% ../../nbs/26_watcher.ipynb #fb9053ef
+@patch
+def _read_torchrun_exit_codes(self: Watcher) -> None:
+    "Exit codes of dead ranks from torchrun's failure summary in `logs/torchrun.stderr`, once it is there."
+    p = log_path(self.run_dir, None)
+    try: text = p.read_text(errors="replace")[-50000:] if p.exists() else ""
+    except OSError: return
+    for r, code in torchrun_exit_codes(text).items():
+        t = self.tracks.get(r)
+        if t is not None and t.exit is None and t.exit_code is None and t.alive is False: self._set_exit(t, code)
 
-    def _read_last_words(self, rank: int) -> None:
-        "Read what `rank` wrote since the last poll (a process that just ended wrote its `exit` event before it went)."
-        tail = self.tails.get(rank)
-        if tail is None: return
-        taped = any(n.startswith(f"rank{rank}.") for n in self._tapes)
-        for e in tail.read_new():
-            if not (taped and e.get("ev") == "coll"): self._feed(rank, e, 0)  # a taped rank's collectives come from its tape
+@patch_to(Watcher, static_method=True)
+def _set_exit(t: RankTrack, returncode: int) -> None:
+    t.exit_code = returncode
+    if returncode < 0:
+        try: t.signal = signal.Signals(-returncode).name
+        except ValueError: t.signal = f"signal {-returncode}"
 
-    def poll(self, now: float | None = None, *, final: bool = False) -> Diagnosis | None:
-        "A `Diagnosis` the first time the job is found hung or broken; None otherwise (and ever after)."
-        now = time.time() if now is None else now
-        self.update(now)  # first: a newer restart generation re-arms the watcher
-        if self._reported: return None
-        d = diagnose(self.tracks, self.world_size, now, t_start=self.t_start,
-                     stall_after_s=self.stall_after_s, join_timeout_s=self.join_timeout_s, final=final,
-                     local_ranks=self.local_ranks, run_dir=self.run_dir, gen=self.gen,
-                     stuck=self.stuck if self.stall_policy == "safe" and not final else None)
-        self._suspect = {r: s for r, s in self._suspect.items() if s.get("seen_t") == now}  # still waited for
-        if d is None: return None
-        if self.stacks and not final: d.stacks = self.collect_stacks()
-        self._reported, self.diagnosis = True, d
-        self.diagnoses[self.gen] = d
-        return d
+@patch
+def note_exit(self: Watcher, rank: int, returncode: int) -> None:
+    "Tell the watcher how a rank's process ended (a negative code is the signal that killed it)."
+    t = self.tracks.get(rank)
+    if t is None: return
+    t.exit_code = returncode
+    if returncode < 0:
+        try: t.signal = signal.Signals(-returncode).name
+        except ValueError: t.signal = f"signal {-returncode}"
+    if t.alive is not False:
+        self._read_last_words(rank)
+        t.alive, t.dead_seen_t = False, self.exit_watch.ended_t.get(t.pid, time.time())
+    self.salvage(rank)
 
-    def advise(self, now: float | None = None, *, final: bool = False) -> Diagnosis | None:
-        "The advisory rules' verdict on the run so far (a straggler, ...), looked at every `ADVISE_EVERY_S` (`final`: now, after reading the last events)."
-        now = time.time() if now is None else now
-        if not final and now - self._advised_t < ADVISE_EVERY_S: return self.advisory
-        self._advised_t = now
-        if final: self.update(now)
-        self.advisory = diagnose(self.tracks, self.world_size, now, t_start=self.t_start, stall_after_s=self.stall_after_s,
-                                 join_timeout_s=self.join_timeout_s, final=final, local_ranks=self.local_ranks,
-                                 run_dir=self.run_dir, gen=self.gen, advisory=True)
-        return self.advisory
+@patch
+def _read_last_words(self: Watcher, rank: int) -> None:
+    "Read what `rank` wrote since the last poll (a process that just ended wrote its `exit` event before it went)."
+    tail = self.tails.get(rank)
+    if tail is None: return
+    taped = any(n.startswith(f"rank{rank}.") for n in self._tapes)
+    for e in tail.read_new():
+        if not (taped and e.get("ev") == "coll"): self._feed(rank, e, 0)  # a taped rank's collectives come from its tape
 
-    def stuck(self, ranks: list[int], now: float) -> bool:
-        "The safe policy: True when every rank of `ranks` is certainly stuck (no CPU, same stack, past its horizon)."
-        return all(self._stuck_one(r, now) for r in ranks)
 
-    def _stuck_one(self, r: int, now: float) -> bool:
-        t = self.tracks[r]
-        act = self._activity.get(t.pid)
-        if act is None: return True  # nothing to measure (no pid): time alone decides, as before
-        idle_s, sc = act.idle_for_s(now), main_thread_syscall(t.pid)
-        state = "busy" if idle_s < self.stall_after_s or sc == "running" else "blocked" if sc == FUTEX_SYSCALL else "asleep"
-        s = self._suspect.setdefault(r, {"since": now})
-        s.update(seen_t=now, state=state, idle_s=round(idle_s, 1), syscall=sc)
-        if state == "busy": s.pop("stack", None); return False
-        horizon = self.stall_after_s if state == "blocked" else max(self.stall_after_s, ASLEEP_HORIZON_S)
-        if idle_s < horizon: return False
-        if not (self.stacks and t.stacks_ok): return True
-        stack = _main_thread_stack(collect_stacks(self.run_dir, {r: t.pid}, self.stack_wait_s).get(r, ""))
-        if s.get("stack") is None or s["stack"] != stack:  # first look, or it moved: look again later
-            s["stack"], s["stack_t"] = stack, now
-            return False
-        return now - s["stack_t"] >= STACK_GAP_S
+# %% ../../nbs/26_watcher.ipynb #8599b50f
+@patch
+def poll(self: Watcher, now: float | None = None, *, final: bool = False) -> Diagnosis | None:
+    "A `Diagnosis` the first time the job is found hung or broken; None otherwise (and ever after)."
+    now = time.time() if now is None else now
+    self.update(now)  # first: a newer restart generation re-arms the watcher
+    if self._reported: return None
+    d = diagnose(self.tracks, self.world_size, now, t_start=self.t_start,
+                 stall_after_s=self.stall_after_s, join_timeout_s=self.join_timeout_s, final=final,
+                 local_ranks=self.local_ranks, run_dir=self.run_dir, gen=self.gen,
+                 stuck=self.stuck if self.stall_policy == "safe" and not final else None)
+    self._suspect = {r: s for r, s in self._suspect.items() if s.get("seen_t") == now}  # still waited for
+    if d is None: return None
+    if self.stacks and not final: d.stacks = self.collect_stacks()
+    self._reported, self.diagnosis = True, d
+    self.diagnoses[self.gen] = d
+    return d
 
-    def collect_stacks(self) -> dict[int, str]:
-        "Python stacks of every live rank whose ledger registered the `SIGUSR1` handler."
-        pids = {r: t.pid for r, t in self.tracks.items() if t.stacks_ok and t.alive and t.pid}
-        return collect_stacks(self.run_dir, pids, self.stack_wait_s) if pids else {}
+@patch
+def advise(self: Watcher, now: float | None = None, *, final: bool = False) -> Diagnosis | None:
+    "The advisory rules' verdict on the run so far (a straggler, ...), looked at every `ADVISE_EVERY_S` (`final`: now, after reading the last events)."
+    now = time.time() if now is None else now
+    if not final and now - self._advised_t < ADVISE_EVERY_S: return self.advisory
+    self._advised_t = now
+    if final: self.update(now)
+    self.advisory = diagnose(self.tracks, self.world_size, now, t_start=self.t_start, stall_after_s=self.stall_after_s,
+                             join_timeout_s=self.join_timeout_s, final=final, local_ranks=self.local_ranks,
+                             run_dir=self.run_dir, gen=self.gen, advisory=True)
+    return self.advisory
 
-    def rank_states(self, now: float | None = None) -> dict[int, dict]:
-        "Per rank, for live display: steps done, current collective, last event age, heartbeat age, `suspect` state."
-        now = time.time() if now is None else now
-        out = {}
-        for r, t in self.tracks.items():
-            s = rank_summary(t, now)
-            hb = heartbeat_path(self.run_dir, r)
-            s["heartbeat_age_s"] = round(now - hb.stat().st_mtime, 1) if hb.exists() else None
-            s["gen"] = t.gen
-            if r in self._suspect: s["suspect"] = {k: v for k, v in self._suspect[r].items() if k != "stack"}
-            out[r] = s
-        return out
+@patch
+def stuck(self: Watcher, ranks: list[int], now: float) -> bool:
+    "The safe policy: True when every rank of `ranks` is certainly stuck (no CPU, same stack, past its horizon)."
+    return all(self._stuck_one(r, now) for r in ranks)
+
+@patch
+def _stuck_one(self: Watcher, r: int, now: float) -> bool:
+    t = self.tracks[r]
+    act = self._activity.get(t.pid)
+    if act is None: return True  # nothing to measure (no pid): time alone decides, as before
+    idle_s, sc = act.idle_for_s(now), main_thread_syscall(t.pid)
+    state = "busy" if idle_s < self.stall_after_s or sc == "running" else "blocked" if sc == FUTEX_SYSCALL else "asleep"
+    s = self._suspect.setdefault(r, {"since": now})
+    s.update(seen_t=now, state=state, idle_s=round(idle_s, 1), syscall=sc)
+    if state == "busy": s.pop("stack", None); return False
+    horizon = self.stall_after_s if state == "blocked" else max(self.stall_after_s, ASLEEP_HORIZON_S)
+    if idle_s < horizon: return False
+    if not (self.stacks and t.stacks_ok): return True
+    stack = _main_thread_stack(collect_stacks(self.run_dir, {r: t.pid}, self.stack_wait_s).get(r, ""))
+    if s.get("stack") is None or s["stack"] != stack:  # first look, or it moved: look again later
+        s["stack"], s["stack_t"] = stack, now
+        return False
+    return now - s["stack_t"] >= STACK_GAP_S
+
+
+# %% ../../nbs/26_watcher.ipynb #c22df719
+@patch
+def collect_stacks(self: Watcher) -> dict[int, str]:
+    "Python stacks of every live rank whose ledger registered the `SIGUSR1` handler."
+    pids = {r: t.pid for r, t in self.tracks.items() if t.stacks_ok and t.alive and t.pid}
+    return collect_stacks(self.run_dir, pids, self.stack_wait_s) if pids else {}
+
+@patch
+def rank_states(self: Watcher, now: float | None = None) -> dict[int, dict]:
+    "Per rank, for live display: steps done, current collective, last event age, heartbeat age, `suspect` state."
+    now = time.time() if now is None else now
+    out = {}
+    for r, t in self.tracks.items():
+        s = rank_summary(t, now)
+        hb = heartbeat_path(self.run_dir, r)
+        s["heartbeat_age_s"] = round(now - hb.stat().st_mtime, 1) if hb.exists() else None
+        s["gen"] = t.gen
+        if r in self._suspect: s["suspect"] = {k: v for k, v in self._suspect[r].items() if k != "stack"}
+        out[r] = s
+    return out
+
