@@ -103,8 +103,8 @@ STEP_PHASE_FIELDS = ("step_s", "data_s", "compute_s", "comm_s", "comm_busy_s", "
 HEALTH_FIELDS = ("rss_bytes", "cpu_pct", "threads", "intraop_threads", "cores", "gpu", "gpu_util_pct", "gpu_mem_used_bytes", "gpu_mem_total_bytes",
                  "gpu_temp_c", "gpu_power_w", "gpu_power_limit_w", "gpu_sm_clock_mhz", "gpu_throttle",
                  "cuda_alloc_bytes", "cuda_peak_bytes",
-                 "children", "children_uss_bytes", "children_uss_max_bytes", "children_pss_bytes", "children_rss_max_bytes",
-                 "uss_bytes", "pss_bytes")  # written by `distlab.rank.health` (GPU ones only on a GPU rank with NVML; children and USS/PSS only on a rank with child processes)
+                 "children", "children_uss_bytes", "children_uss_max_bytes", "children_pss_bytes",
+                 "children_rss_max_bytes")  # written by `distlab.rank.health` (GPU ones only on a GPU rank with NVML; children ones only on a rank with child processes)
 HEALTH_ENV = "DISTLAB_HEALTH_EVERY_S"  # seconds between a rank's `health` samples (default 1; "0": no sampling)
 MEMORY_FIELDS = ("step", "device", "peak_bytes", "current_bytes", "reserved_bytes", "baseline_bytes", "params_bytes",
                  "grads_bytes", "optimizer_bytes", "other_bytes", "activations_bytes", "budget_bytes")  # `memory` events: `distlab.rank.memory.MemoryMonitor`
