@@ -439,11 +439,13 @@ def check_unsafe_fixed(result) -> Measured:
     if "refused a pickled object" not in text: m.problems.append("the diagnosis is not the weights-only-load signature")
     return m
 
-# %% ../../nbs/48_checkpoints.ipynb #5c328fb3
+# %% ../../nbs/48_checkpoints.ipynb #6627aba8
 _P = "distlab.scenarios.checkpoints"
 _TRAIN = {"model": {"in_dim": 32, "hidden": 64, "layers": 2}, "data": {"samples": 512, "batch_size": 16}, "lr": 0.05}
 _RESTART = {"max_restarts": 1}
 
+
+# %% ../../nbs/48_checkpoints.ipynb #da6204f5
 register(Scenario(
     id="checkpoint-prefix", title="Checkpoint prefix: keys saved through DDP do not load into a plain model",
     family="checkpoints", seeds=("001", "002"),
@@ -469,6 +471,8 @@ register(Scenario(
                          script="fixed.py", expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_prefix_fixed",))),
     }))
 
+
+# %% ../../nbs/48_checkpoints.ipynb #5b43e92e
 register(Scenario(
     id="checkpoint-every-rank-writes", title="Every rank writes the checkpoint: N writers, one path",
     family="checkpoints", seeds=(),  # distlab's own addition: no guide describes it
@@ -494,6 +498,8 @@ register(Scenario(
                          script="fixed.py", expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_every_rank_fixed",))),
     }))
 
+
+# %% ../../nbs/48_checkpoints.ipynb #debdfeef
 register(Scenario(
     id="checkpoint-torn-write", title="Torn write: a save killed half-way destroys the only checkpoint",
     family="checkpoints", seeds=("000",),
@@ -521,6 +527,8 @@ register(Scenario(
                          script="fixed.py", expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_torn_fixed",))),
     }))
 
+
+# %% ../../nbs/48_checkpoints.ipynb #ad49e701
 register(Scenario(
     id="checkpoint-disk-full", title="Disk full: a save that runs out of space destroys the only checkpoint",
     family="checkpoints", seeds=("000",), needs_root=True,
@@ -548,6 +556,8 @@ register(Scenario(
                          script="fixed.py", expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_disk_full_fixed",))),
     }))
 
+
+# %% ../../nbs/48_checkpoints.ipynb #eb67f8c8
 register(Scenario(
     id="checkpoint-cleanup", title="Clean-up by age: the only checkpoints of a slow job are deleted",
     family="checkpoints", seeds=("000",),
@@ -570,6 +580,8 @@ register(Scenario(
                          script="fixed.py", expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_cleanup_fixed",))),
     }))
 
+
+# %% ../../nbs/48_checkpoints.ipynb #0432d1fc
 register(Scenario(
     id="resume-drift", title="Resume drift: a resumed run that is not the run it continues",
     family="checkpoints", seeds=(),  # distlab's own addition: no guide describes it
@@ -597,6 +609,8 @@ register(Scenario(
                          script="fixed.py", expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_drift_fixed",))),
     }))
 
+
+# %% ../../nbs/48_checkpoints.ipynb #3272bbfe
 register(Scenario(
     id="preemption", title="Preemption: SIGTERM, save, restart, resume",
     family="checkpoints", seeds=("004",),
@@ -625,6 +639,8 @@ register(Scenario(
                          script="fixed.py", expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_preemption_fixed",))),
     }))
 
+
+# %% ../../nbs/48_checkpoints.ipynb #f662f966
 register(Scenario(
     id="slow-checkpoint", title="Slow checkpoint: rank 0 writes while every rank waits",
     family="checkpoints", seeds=("003", "000"),
@@ -651,6 +667,8 @@ register(Scenario(
                          expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_slow_fixed",))),
     }))
 
+
+# %% ../../nbs/48_checkpoints.ipynb #863842aa
 register(Scenario(
     id="unsafe-load", title="Unsafe load: a checkpoint that runs code when unpickled",
     family="checkpoints", seeds=("000", "002"),
@@ -674,3 +692,4 @@ register(Scenario(
                          params={"weights_only": True},
                          expect=Expect(status="failed", kind="rank-died", checks=(f"{_P}:check_unsafe_fixed",))),
     }))
+
