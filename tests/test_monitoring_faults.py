@@ -1,0 +1,105 @@
+"""The monitoring faults (distlab.health.monitoring_faults) on Debian's real `prometheus` and `prometheus-pushgateway`
+around a real 2-rank job, read from walkthrough 06's run (its section 5 runs them once): a scrape config naming the
+wrong port leaves the target down with the connection error and no step-time series, the exporter's port brings both;
+a rank SIGKILLed while it pushes stays in the Pushgateway with its last step, served as current, while its series from
+the exporter end. And the servers leave nothing behind on any way out, a SIGKILLed starter included. Skipped, with
+the reason, where the servers are not installed."""
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+import psutil
+import pytest
+from helpers import gone_within, wait_for
+from distlab.health.monitoring_faults import OWNER, STALE_AFTER_S, Prometheus, Pushgateway, missing_servers
+
+STEM = "06_doctor_and_monitoring"
+NPROC, STEP_S = 2, 0.05  # the walkthrough's job: 2 ranks, 0.05 s slept per step
+pytestmark = pytest.mark.timeout(900)  # the first test here may be the one that runs the walkthrough
+
+
+def our_servers() -> list[str]:
+    "Command lines of live server processes started by distlab (their config or storage lies in a distlab-* temp dir)."
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "/distlab-prometheus-" in cmd or "/distlab-pushgateway-" in cmd: out.append(f"{p.pid}: {cmd}")
+    return out
+
+
+def alive(pid: int) -> bool:
+    "True while `pid` runs (a zombie nobody reaped has ended)."
+    try: return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess: return False
+
+
+@pytest.fixture(scope="module")
+def monitoring(walkthroughs):
+    "What walkthrough 06's section 5 measured (its JSON, written beside the walkthrough's outcomes)."
+    if (why := missing_servers()) is not None: pytest.skip(why)
+    walkthroughs.outcomes(STEM)  # the one papermill run of the walkthrough this session
+    got = json.loads((walkthroughs.root / STEM / "monitoring_faults.json").read_text())
+    if "skipped" in got: pytest.skip(got["skipped"])
+    gone_within(Path(got["run_dir"]).name)  # no rank, torchrun or worker of the job is left
+    assert not our_servers(), our_servers()
+    return got
+
+
+@pytest.mark.slow
+@pytest.mark.papermill
+def test_prometheus_on_the_wrong_port_then_the_exporters(monitoring):
+    broken, fixed = monitoring["scrape-wrong-port"]["broken"], monitoring["scrape-wrong-port"]["fixed"]
+    # broken: the real server's targets page says down, with the kernel's refusal; no step-time series at all
+    assert broken["scrape_port"] != broken["exporter_port"], broken
+    assert broken["health"] == "down" and "connection refused" in broken["last_error"], broken
+    assert broken["up"] == 0.0 and broken["step_seconds"] == {}, broken
+    assert [c["status"] for c in broken["checks"]] == ["fail"] and str(broken["exporter_port"]) in broken["checks"][0]["fix"], broken["checks"]
+    # fixed: the exporter's port; up, and a step time per rank no shorter than the sleep in each step
+    assert fixed["scrape_port"] == fixed["exporter_port"] and fixed["health"] == "up" and fixed["last_error"] == "", fixed
+    assert fixed["up"] == 1.0 and sorted(fixed["step_seconds"]) == [str(r) for r in range(NPROC)], fixed
+    assert all(STEP_S <= v < 20 * STEP_S for v in fixed["step_seconds"].values()), fixed["step_seconds"]
+    assert [c["status"] for c in fixed["checks"]] == ["ok"], fixed["checks"]
+
+
+@pytest.mark.slow
+@pytest.mark.papermill
+def test_a_sigkilled_rank_stays_in_the_pushgateway_and_leaves_the_exporter(monitoring):
+    s = monitoring["pushgateway-stale"]
+    # before the kill: both views had every rank, and no push was old
+    assert sorted(s["before"]["pushed"]) == sorted(s["before"]["pulled"]) == [str(r) for r in range(NPROC)], s["before"]
+    assert s["before"]["alert"] == {}, s["before"]
+    # the run ended by the kill: the launch's diagnosis names rank 1 and SIGKILL
+    assert s["run_status"] == "failed" and s["exit_codes"]["1"] == -9, (s["run_status"], s["exit_codes"])
+    assert s["diagnosis"] == "rank-died" and s["culprit_ranks"] == [1] and "SIGKILL" in s["headline"], s["headline"]
+    # pull: rank 1's exporter series ended and the target went down, while the Pushgateway still had rank 1's last step
+    assert s["up_distlab_after"] == 0.0 and s["pushed_when_pull_gone"]["1"] == s["pushed_step"], s
+    # push: later still, Prometheus shows that step from a fresh scrape of the Pushgateway; only the push time is old
+    assert s["up_pushgateway"] == 1.0 and s["shown_step"] == s["pushed_step"] and s["pushed_step"] >= 1, s
+    assert s["push_age_s"] >= STALE_AFTER_S and s["shown_sample_age_s"] < s["push_age_s"], s
+    stale = [c for c in s["checks"] if c["name"].startswith("push:")]
+    assert {c["name"]: c["status"] for c in stale} == {f"push:job=train,rank={r}": "fail" for r in range(NPROC)}, stale
+
+
+@pytest.mark.skipif(missing_servers() is not None, reason=str(missing_servers()))
+def test_the_servers_leave_nothing_on_any_exit_path():
+    # an exception inside the `with`: stopped, dir removed
+    dirs = []
+    with pytest.raises(KeyError):
+        with Prometheus() as p, Pushgateway() as gw:
+            dirs, procs = [p.dir, gw.dir], [p.proc, gw.proc]
+            raise KeyError("a cell failing half-way")
+    assert all(pr.poll() is not None for pr in procs) and not any(d.exists() for d in dirs), (procs, dirs)
+    # the starter SIGKILLed (a kernel killed): the servers get SIGTERM from the kernel; the next start removes their dirs
+    code = ("from distlab.health.monitoring_faults import Prometheus, Pushgateway\n"
+            "p, g = Prometheus().start(), Pushgateway().start()\n"
+            "print(p.dir, g.dir, p.proc.pid, g.proc.pid, flush=True)\n"
+            "import time; time.sleep(600)\n")
+    starter = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        pdir, gdir, ppid, gpid = starter.stdout.readline().split()
+        starter.send_signal(signal.SIGKILL); starter.wait(10)
+        wait_for(lambda: not alive(int(ppid)) and not alive(int(gpid)), 30, 0.1, "the servers to exit")
+        assert Path(pdir, OWNER).read_text() == str(starter.pid)  # left behind, with its starter's pid...
+        with Prometheus(): assert not Path(pdir).exists()  # ...and removed by the next start of its kind
+        with Pushgateway(): assert not Path(gdir).exists()
+    finally:
+        if starter.poll() is None: os.killpg(starter.pid, signal.SIGKILL); starter.wait()
+    assert not our_servers(), our_servers()
