@@ -20,6 +20,8 @@ TRIES = [
     ("checkpoint-torn-write", "flush_in_place.py", False, "failed finding central directory"),  # fsync'd, still in place
     ("checkpoint-disk-full", "room_first.py", True, ""),  # serialise in memory, write only if it fits
     ("checkpoint-disk-full", "make_room_first.py", False, "not loaded"),  # delete the old one to make room
+    ("unsafe-load", "default_load.py", True, ""),  # torch.load's own default (weights_only=True since torch 2.6)
+    ("unsafe-load", "fall_back.py", False, "code ran in"),  # the safe load, then the unsafe one when it refuses
 ]
 
 pytestmark = pytest.mark.timeout(900)
@@ -99,11 +101,14 @@ def check_prefix(o):
     assert o.figures["saved_first_key"] == "module.0.weight", o.figures
     assert at_line("checkpoint-prefix", "plain.load_state_dict(") in traceback_of(o), traceback_of(o)[-600:]
 
+def check_unsafe(o):
+    assert o.figures["code_ran_in"] == [f"code-ran-in-rank{r}" for r in range(NPROC)], o.figures  # the planted code ran in every rank
+
 def check_cleanup(o):
     assert (o.figures["kept_after_clean_up"], o.figures["resume_at_step"], o.figures["steps_lost"]) == ([], 0, 12), o.figures
 
 CHECKS = {"checkpoint-cleanup": check_cleanup, "checkpoint-torn-write": check_torn, "checkpoint-disk-full": check_disk_full, "checkpoint-every-rank-writes": check_every_rank,
-          "resume-drift": check_drift, "preemption": check_preemption, "checkpoint-prefix": check_prefix}
+          "resume-drift": check_drift, "preemption": check_preemption, "checkpoint-prefix": check_prefix, "unsafe-load": check_unsafe}
 FIXED = {"checkpoint-torn-write": {"resumed_from_step": 8}, "checkpoint-disk-full": {"loaded_step": 0, "said_it_was_kept": True},
          "checkpoint-every-rank-writes": {"writers": 1}, "checkpoint-cleanup": {"resume_at_step": 12, "steps_lost": 0}, "resume-drift": {"differing_steps": 0},
          "preemption": {"steps_redone": 0, "differing_steps": 0, "saved_on_sigterm_at_step": 13}, "checkpoint-prefix": {"saved_first_key": "0.weight"}}
@@ -128,11 +133,25 @@ def test_fixed_passes_and_is_the_file_shown(runs, sid):
 
 
 @pytest.mark.slow
+def test_the_unsafe_file_is_refused_and_nothing_runs(runs):
+    o = runs["run", "unsafe-load", "fixed"]  # the fix is the refusal: the rank stops with torch's error, named by its signature
+    assert o.matched and o.status == "failed" and o.figures == {"code_ran_in": [], "refused": True}, (o.problems, o.figures)
+    assert at_line_fixed("unsafe-load", "state = torch.load(CKPT") in traceback_of(o), traceback_of(o)[-600:]
+    text = SCENARIOS["unsafe-load"].script_path("fixed").read_bytes()
+    assert set(ran_hashes(o.run_dir).values()) == {hashlib.sha256(text).hexdigest()}
+
+
+def at_line_fixed(sid: str, snippet: str) -> str:
+    name, n = line_of(sid, snippet, "fixed").split(":")
+    return f'{name}", line {n}'
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("sid,name,passes,says", TRIES, ids=[f"{c[0]}/{c[1]}" for c in TRIES])
 def test_the_grader_takes_another_fix_and_refuses_a_non_fix(runs, sid, name, passes, says):
     v = runs["try", sid, name]
     assert v.passed is passes, v.text()
     assert says in " ".join(v.reasons), v.text()
-    if not passes and not SCENARIOS[sid].launch_options.get("max_restarts"):  # the watcher's who (with a restart, a loaded
+    if not passes and v.outcome.status != "ok" and not SCENARIOS[sid].launch_options.get("max_restarts"):  # the watcher's who (with a restart, a loaded
         assert v.outcome.diagnosis is not None and "rank 0" in v.reasons[0], v.text()  # machine may end it undiagnosed: see the report)
     assert set(ran_hashes(v.outcome.run_dir).values()) == {hashlib.sha256((FIXES / sid / name).read_bytes()).hexdigest()}

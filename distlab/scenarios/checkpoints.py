@@ -32,8 +32,7 @@ __all__ = ['MAX_ASYNC_BLOCKED_SHARE', 'seed_everything', 'CkptJob', 'run_dir_che
            'check_disk_full_broken', 'check_disk_full_fixed', 'check_cleanup_broken', 'check_cleanup_fixed',
            'printed_losses', 'loss_comparison', 'check_drift_broken', 'check_drift_fixed', 'losses_by_restart',
            'preemption_figures', 'check_preemption_broken', 'check_preemption_fixed', 'slow_checkpoint',
-           'check_slow_broken', 'check_slow_fixed', 'RunsCodeWhenUnpickled', 'unsafe_load', 'check_unsafe_broken',
-           'check_unsafe_fixed']
+           'check_slow_broken', 'check_slow_fixed', 'check_unsafe_broken', 'check_unsafe_fixed']
 
 # %% ../../nbs/48_checkpoints.ipynb #6f7ae4cb
 def seed_everything(seed: int, rank: int):
@@ -401,26 +400,6 @@ def check_slow_fixed(result) -> Measured:
     return m
 
 # %% ../../nbs/48_checkpoints.ipynb #231f46c2
-class RunsCodeWhenUnpickled:
-    "A payload planted in a checkpoint: unpickling it calls `exec` on `code` (here: writes a marker file)."
-    def __init__(self, code: str): self.code = code
-    def __reduce__(self): return (exec, (self.code,))
-
-def unsafe_load(ctx: RankContext):
-    "Rank 0 plants a checkpoint that runs code when unpickled (a file from elsewhere); every rank loads it. Broken: weights_only=False. Fixed: safe_load (weights_only=True)."
-    ctx.init()
-    root = run_dir_checkpoints("downloaded"); path = root / "model.pt"
-    if ctx.rank == 0:
-        marker = root / "code-ran-in-rank{}"
-        code = f"import os; open({str(marker)!r}.format(os.environ.get('RANK')), 'w').write('pid %d' % os.getpid())"
-        atomic_save({"model": build_model(ctx.cfg.model).state_dict(), "note": RunsCodeWhenUnpickled(code)}, path)
-    dist.barrier()
-    if ctx.params["weights_only"]: state = safe_load(path)  # FIXED: refuses exec; the rank ends with the error
-    else: state = torch.load(path, map_location="cpu", weights_only=False)  # BROKEN: runs the planted code
-    build_model(ctx.cfg.model).load_state_dict(state["model"])
-    ctx.step(0); ctx.loop_done(1)
-    report(f"rank {ctx.rank}: loaded {path.name} with weights_only=False", loaded=True)
-
 def _markers(result) -> list[str]:
     return sorted(p.name for p in checkpoints_path(result.run_dir).glob("downloaded/code-ran-in-rank*"))
 
@@ -676,20 +655,24 @@ register(Scenario(
             "drive or a colleague runs whatever the file's pickle names, in every rank, with the job's "
             "credentials. With torch >= 2.6 the default refuses it: `Weights only load failed ... Unsupported global`.",
     explanation="A `.pt` file is a zip of tensors plus a pickle, and a pickle may name any importable callable "
-                "with its arguments, which unpickling calls. Here rank 0 plants such a file (it calls `exec` "
-                "on a line that writes a marker file) next to a real state dict, and every rank loads it. "
-                "Guides 000 and 002 load checkpoints with a bare `torch.load`, which is safe only since torch 2.6 "
-                "made `weights_only=True` the default, and scripts add `weights_only=False` to silence errors about their own "
-                "objects. `safe_load` spells `weights_only=True` out; the rank stops with the refusal, and "
-                "distlab's `weights-only-load` signature explains it. Save plain data (state dicts, numbers, "
-                "strings) so every checkpoint of yours loads that way.",
-    rank_fn=f"{_P}:unsafe_load", train=_TRAIN, default_nproc=2, timeout_s=120.0,
+                "with its arguments, which unpickling calls. The script's rank 0 stands in for the file's author: it "
+                "plants real weights next to an object whose unpickling calls `exec` on a line that writes a "
+                "marker file; every rank then loads it. Guides 000 and 002 load checkpoints with a bare "
+                "`torch.load`, safe only since torch 2.6 made `weights_only=True` the default, and scripts add "
+                "`weights_only=False` to silence errors about their own objects. With `weights_only=True` the "
+                "load is refused (`Unsupported global: GLOBAL exec`), the rank stops with that error, and "
+                "distlab's `weights-only-load` signature explains it. Allowing the named global "
+                "(`add_safe_globals`), as torch's message offers, is right for a class of your own and wrong "
+                "here: it would run the code. Save plain data (state dicts, numbers, strings) so every checkpoint "
+                "of yours loads that way.",
+    train=_TRAIN, default_nproc=2, timeout_s=120.0,
+    hints=("Which call turns the file's bytes into Python objects, and what may a pickle ask it to call?",
+           "`torch.load` has an argument that limits unpickling to tensors, containers and plain values.",
+           "Load with `weights_only=True` (torch's default since 2.6): the planted object is refused, and nothing runs."),
     variants={
         "broken": Variant(name="broken", description="torch.load(path, weights_only=False): the planted code runs in every rank",
-                          params={"weights_only": False},
-                          expect=Expect(status="ok", checks=(f"{_P}:check_unsafe_broken",))),
-        "fixed": Variant(name="fixed", description="safe_load (weights_only=True): refused, the rank stops with the error",
-                         params={"weights_only": True},
-                         expect=Expect(status="failed", kind="rank-died", checks=(f"{_P}:check_unsafe_fixed",))),
+                          script="broken.py", expect=Expect(status="ok", checks=(f"{_P}:check_unsafe_broken",))),
+        "fixed": Variant(name="fixed", description="torch.load(path, weights_only=True): refused, the rank stops with the error",
+                         script="fixed.py", expect=Expect(status="failed", kind="rank-died", checks=(f"{_P}:check_unsafe_fixed",))),
     }))
 

@@ -99,13 +99,15 @@ class Verdict:
                 "script_sha256": self.script_sha256, "outcome": self.outcome.to_dict()}
 
 # %% ../../nbs/44a_lesson.ipynb #16b84b07
-def _reasons(outcome: ScenarioOutcome) -> list[str]:
+def _reasons(outcome: ScenarioOutcome,
+             expected: str = "ok") -> list[str]:  # the status the fixed variant ends with (`failed` where the fix is a refusal)
     "The outcome's problems in a learner's words, the diagnosis first when the watcher had one."
     out = []
-    if outcome.status != "ok":
+    if outcome.status != expected:
         d = outcome.diagnosis or {}
         what = {"hung": "the job still hangs", "failed": "a rank still fails", "timeout": "the job ran out of time",
                 "stopped": "the run was stopped before it ended"}.get(outcome.status, f"the job ended {outcome.status}")
+        if expected != "ok": what = f"the job ended {outcome.status}, where the fixed script's run ends {expected}"
         why = d.get("headline") or ((outcome.failure or {}).get("traceback") or "").strip().splitlines()[-1:] or [""]
         out.append(f"{what}: {why if isinstance(why, str) else why[0]}".rstrip(": "))
     for p in outcome.problems:
@@ -116,7 +118,7 @@ def _reasons(outcome: ScenarioOutcome) -> list[str]:
 def grade(id: str, result, nproc: int, *, script_sha256: str | None = None) -> Verdict:
     "Grade a finished run (`RunResult`) of a script for scenario `id` against what its fixed variant must achieve; `script_sha256`: the file every rank must have run."
     outcome = scenario_outcome(id, "fixed", result, nproc)
-    reasons = _reasons(outcome)
+    reasons = _reasons(outcome, get_scenario(id).variant("fixed").expect.status)
     if script_sha256 is not None:
         ran = ran_hashes(result.run_dir)
         other = {r: h[:12] for r, h in ran.items() if h != script_sha256}
