@@ -11,12 +11,36 @@ from .doctor import Check, DoctorReport, OK_FIX
 from .exporter import DEFAULT_PORT, Exporter
 
 # %% auto #0
-__all__ = ['SERVERS', 'SCRAPE_INTERVAL_S', 'STALE_AFTER_S', 'OWNER', 'server_binary', 'missing_servers', 'free_port', 'get_json',
-           'by_rank', 'MonitoringServer', 'ScrapeJob', 'Target', 'targets', 'query', 'Prometheus', 'PushGroup',
-           'Pushgateway', 'lesson_script', 'MonitoredJob', 'check_scrape_targets', 'check_pushgateway', 'pull_and_push',
-           'scrape_outcome', 'kill_pushing_rank', 'monitoring_faults', 'checks_text']
+__all__ = ['MONITORING_FAULTS', 'SERVERS', 'SCRAPE_INTERVAL_S', 'STALE_AFTER_S', 'OWNER', 'MonitoringFault', 'server_binary',
+           'missing_servers', 'free_port', 'get_json', 'by_rank', 'MonitoringServer', 'ScrapeJob', 'Target', 'targets',
+           'query', 'Prometheus', 'PushGroup', 'Pushgateway', 'lesson_script', 'MonitoredJob', 'check_scrape_targets',
+           'check_pushgateway', 'pull_and_push', 'scrape_outcome', 'kill_pushing_rank', 'monitoring_faults',
+           'checks_text']
 
-# %% ../../nbs/86_monitoring_faults.ipynb #cc8fd4ec
+# %% ../../nbs/86_monitoring_faults.ipynb #36ae2f3e
+@dataclass(frozen=True)
+class MonitoringFault:
+    "One fault of the monitoring around a job, as its lesson tells it."
+    id: str
+    title: str
+    seeds: tuple[str, ...]     # the guides it comes from (ids in shared/seeds)
+    sections: tuple[str, ...]  # the sections of those guides it reproduces
+    symptom: str               # what a person sees
+    fix: str                   # what to do
+
+MONITORING_FAULTS = {f.id: f for f in [
+    MonitoringFault(id="scrape-wrong-port", title="Prometheus scrapes a port the exporter does not listen on", seeds=("000", "004"),
+                    sections=("000: Monitoring and Logging / Missing Metrics in Grafana (targets down; a pod annotation naming port 9090)",
+                              "004: 3.2 Training Metrics Exporter (Prometheus) (its exporter on port 8000)"),
+                    symptom="Grafana's panels say No data; Prometheus' Targets page lists the job's endpoint DOWN, 'connection refused'",
+                    fix="the port `distlab launch --export` or `distlab export` listens on (9464 unless told) in prometheus.yml, then a reload"),
+    MonitoringFault(id="pushgateway-stale", title="A SIGKILLed rank's pushed metrics stay in the Pushgateway", seeds=("000",),
+                    sections=("000: Monitoring and Logging / Missing Metrics in Grafana (push_to_gateway; curl the Pushgateway)",),
+                    symptom="a dead job's ranks still show their last step, loss and step time; nothing turns red, the lines go flat",
+                    fix="scrape long jobs (`--export`) and alert on up == 0; where pushing, alert on time() - push_time_seconds and "
+                        "delete a finished run's groups"),
+]}
+
 SERVERS = {"prometheus": "prometheus", "pushgateway": "prometheus-pushgateway"}  # the binary of each; Debian's packages have these names too
 SCRAPE_INTERVAL_S = 0.5  # how often the lab's Prometheus scrapes (a cluster's is 15-60 s: every time below scales with it)
 STALE_AFTER_S = 2.0  # a pushed group older than this is stale in the lab (on a cluster: a few push intervals)
@@ -410,7 +434,8 @@ def scrape_outcome(prom: Prometheus, job: MonitoredJob, timeout_s: float = 60.0)
     if target.health == "up" and len(got) < job.nproc:  # scraped before every rank's first timed steps: the next scrape has them
         got = _wait(lambda: len(s := step()) == job.nproc and s, timeout_s, "the step-time series of every rank")
     port, first_t = int(address.rpartition(":")[2]), prom.first_sample_t(f'up{{job="distlab", instance="{address}"}}')
-    return {"fault": "scrape-wrong-port", "variant": "fixed" if port == job.export_port else "broken",
+    return {"fault": "scrape-wrong-port", "seeds": MONITORING_FAULTS["scrape-wrong-port"].seeds,
+            "variant": "fixed" if port == job.export_port else "broken",
             "scrape_port": port, "exporter_port": job.export_port, "health": target.health, "last_error": target.last_error,
             "first_scrape_after_s": round(first_t - prom.loaded_t, 3), "scrape_interval_s": prom.scrape_interval_s,
             "up": next((v for _, v in prom.query('up{job="distlab"}')), None),
@@ -443,7 +468,7 @@ def kill_pushing_rank(prom: Prometheus, gw: Pushgateway, job: MonitoredJob,
     shown = by_rank(prom.query(f'train_step{{job="train", rank="{rank}"}}'))
     sample_age = by_rank(prom.query(f'time() - timestamp(train_step{{job="train", rank="{rank}"}})'))
     res = job.run.wait(timeout_s)
-    return {"fault": "pushgateway-stale", "rank": rank, "stale_after_s": stale_after_s, "before": before,
+    return {"fault": "pushgateway-stale", "seeds": MONITORING_FAULTS["pushgateway-stale"].seeds, "rank": rank, "stale_after_s": stale_after_s, "before": before,
             "pull_gone_after_s": round(pull_gone_s, 3), "up_distlab_after": up_distlab[0] if up_distlab else None,
             "pushed_when_pull_gone": pushed_then,
             "alert_fired_after_s": round(fired_s, 3), "alert_value_s": round(fired, 3),
