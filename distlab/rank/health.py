@@ -10,8 +10,9 @@ from ..contract import HEALTH_ENV
 from .events import rank_writer
 
 # %% auto #0
-__all__ = ['HEALTH_EVERY_S', 'THROTTLE_REASONS', 'intraop_threads', 'ProcessSampler', 'throttle_names', 'rank_gpu_handle',
-           'GpuSampler', 'cuda_device', 'HealthSampler', 'install_from_env']
+__all__ = ['HEALTH_EVERY_S', 'THROTTLE_REASONS', 'CHILDREN_CPU_SHARE', 'intraop_threads', 'ProcessSampler', 'child_pids',
+           'memory_rollup', 'children_memory', 'throttle_names', 'rank_gpu_handle', 'GpuSampler', 'cuda_device',
+           'HealthSampler', 'install_from_env']
 
 # %% ../../nbs/19c_health_sampler.ipynb #fe6665e6
 HEALTH_EVERY_S = 1.0  # default seconds between samples (`DISTLAB_HEALTH_EVERY_S` overrides; 0 turns sampling off)
@@ -34,6 +35,40 @@ class ProcessSampler:
         with self.proc.oneshot():
             return {"rss_bytes": self.proc.memory_info().rss, "cpu_pct": round(self.proc.cpu_percent(None), 1),
                     "threads": self.proc.num_threads()}
+
+# %% ../../nbs/19c_health_sampler.ipynb #2bbc6c41
+def child_pids(pid: int | str = "self") -> list[int]:
+    "The ids of process `pid`'s children, forked by any of its threads (`/proc/PID/task/*/children`)."
+    out = []
+    try: tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError: return out
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/children") as f: out += [int(c) for c in f.read().split()]
+        except (OSError, ValueError): pass  # the thread ended meanwhile, or a kernel without CONFIG_PROC_CHILDREN
+    return out
+
+_ROLLUP = {"Rss": "rss_bytes", "Pss": "pss_bytes", "Private_Clean": "uss_bytes", "Private_Dirty": "uss_bytes"}
+
+def memory_rollup(pid: int | str = "self") -> dict | None:
+    "RSS, PSS and USS (`Private_Clean + Private_Dirty`) of process `pid` in bytes, from `/proc/PID/smaps_rollup`; None once it has gone."
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f: text = f.read()
+    except OSError: return None  # it exited between the listing and the read
+    out = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in _ROLLUP and rest.split(): out[_ROLLUP[key]] = out.get(_ROLLUP[key], 0) + int(rest.split()[0]) * 1024
+    return out if "rss_bytes" in out else None  # a zombie (exited, not yet reaped) has an empty file
+
+def children_memory(pid: int | str = "self") -> dict:
+    "`health` fields for the children of `pid` (a rank's DataLoader workers); {} when it has none."
+    kids = [m for c in child_pids(pid) if (m := memory_rollup(c)) is not None]
+    if not kids: return {}
+    uss = [k.get("uss_bytes", 0) for k in kids]
+    return {"children": len(kids), "children_uss_bytes": sum(uss), "children_uss_max_bytes": max(uss),
+            "children_pss_bytes": sum(k.get("pss_bytes", 0) for k in kids),
+            "children_rss_max_bytes": max(k["rss_bytes"] for k in kids)}
 
 # %% ../../nbs/19c_health_sampler.ipynb #39fa6057
 THROTTLE_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
@@ -94,6 +129,8 @@ class GpuSampler:
         return out
 
 # %% ../../nbs/19c_health_sampler.ipynb #5b1aab30
+CHILDREN_CPU_SHARE = 0.005  # the most of one core that reading the children's memory may take: readings are spaced to stay under it
+
 def cuda_device(local_rank: int) -> int | None:
     "torch's index of this rank's GPU, or None while torch has not initialised CUDA in this process."
     torch = sys.modules.get("torch")
@@ -106,7 +143,7 @@ def _torch_uuid(dev: int) -> str | None:
     return u if u.startswith(("GPU-", "MIG-")) else f"GPU-{u}"
 
 class HealthSampler:
-    "A daemon thread that emits a `health` event every `every_s` seconds: process figures, and GPU ones on a GPU rank."
+    "A daemon thread that emits a `health` event every `every_s` seconds: process figures, its children's memory, and GPU ones on a GPU rank."
     def __init__(self, emit,  # called as emit("health", **fields): an `EventWriter.emit`
                  every_s: float = HEALTH_EVERY_S,  # seconds between samples
                  local_rank: int = 0,  # which visible GPU is this rank's
@@ -116,6 +153,8 @@ class HealthSampler:
         self.proc, self.gpu, self._gpu_looked = ProcessSampler(), None, False
         self.cores = cores_available()  # read once; the oversubscribed-threads rule sets the threads against it
         self.samples, self._stop, self._thread = 0, threading.Event(), None
+        self._children_next, self.children_cpu_s = 0.0, 0.0  # when the children may be read next; CPU seconds the last reading took
+        self.children_share = CHILDREN_CPU_SHARE * max(1.0, HEALTH_EVERY_S / every_s) if every_s > 0 else CHILDREN_CPU_SHARE  # a shorter period asks for more
 
     def _gpu_fields(self) -> dict:
         if (dev := cuda_device(self.local_rank)) is None: return {}  # no GPU in use (yet): a module lookup, no more
@@ -131,9 +170,17 @@ class HealthSampler:
         n = intraop_threads()  # read each time: the script may call torch.set_num_threads at any point
         return {"cores": self.cores, **({"intraop_threads": n} if n is not None else {})}
 
+    def _children_fields(self) -> dict:
+        if time.monotonic() < self._children_next: return {}  # the last reading's cost is not paid off yet
+        c0 = time.thread_time()
+        out = children_memory()
+        self.children_cpu_s = time.thread_time() - c0
+        self._children_next = time.monotonic() + self.children_cpu_s / self.children_share
+        return out
+
     def sample(self) -> dict:
         "One reading of every figure, as `health` event fields."
-        return {**self.proc.sample(), **self._cpu_fields(), **self._gpu_fields()}
+        return {**self.proc.sample(), **self._cpu_fields(), **self._children_fields(), **self._gpu_fields()}
 
     def _loop(self):
         while not self._stop.wait(self.every_s):
