@@ -9,16 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..run.nodes import EmulatedCluster, NodeSpec, missing_privileges
+from ..run.nodes import CGROUP_ROOT, EmulatedCluster, NodeSpec, missing_privileges
 from ..run.node_jobs import ClusterRun, launch_nodes
 
 # %% auto #0
-__all__ = ['SLOW_LINK_MBIT', 'RDZV_PORT', 'JUMBO_MTU', 'LOSS_P', 'STRAGGLER_QUOTA', 'MISSING_IFNAME', 'NODE_FAULTS', 'ALL_IN_S',
-           'SLOW_WIRE_S', 'MAX_LATE_SHARE', 'scenario_on_nodes', 'slow_link_on_nodes', 'firewall_commands',
-           'loopback_hosts_text', 'link_down_command', 'one_frame_per_packet', 'switch_mtu_commands', 'loss_commands',
-           'extra_interface_commands', 'fault_specs', 'fault_setup', 'NodeFault', 'start_fault', 'fault_result',
-           'fault_on_nodes', 'all_in_collective', 'network_stall', 'step_table', 'step_summary', 'slow_network',
-           'straggler_across', 'show_fault']
+__all__ = ['SLOW_LINK_MBIT', 'RDZV_PORT', 'JUMBO_MTU', 'LOSS_P', 'STRAGGLER_QUOTA', 'NODE_SHARES', 'STRAGGLER_PERIOD_US',
+           'MISSING_IFNAME', 'NODE_FAULTS', 'ALL_IN_S', 'SLOW_WIRE_S', 'MAX_LATE_SHARE', 'scenario_on_nodes',
+           'slow_link_on_nodes', 'firewall_commands', 'loopback_hosts_text', 'link_down_command',
+           'one_frame_per_packet', 'switch_mtu_commands', 'loss_commands', 'extra_interface_commands', 'fault_specs',
+           'fault_setup', 'NodeFault', 'start_fault', 'fault_result', 'fault_on_nodes', 'stuck_in_transit',
+           'network_stall', 'step_table', 'step_summary', 'slow_network', 'straggler_across', 'show_fault']
 
 # %% ../../nbs/11b_node_scenarios.ipynb #0ad50740
 def scenario_on_nodes(id: str,  # a registered scenario with a rank function (not a script)
@@ -97,7 +97,9 @@ def link_down_command(cluster: EmulatedCluster, index: int = 1) -> list[str]:
 # %% ../../nbs/11b_node_scenarios.ipynb #f11b5e71
 JUMBO_MTU = 9000  # jumbo frames, on both nodes' interfaces
 LOSS_P = 0.05  # the lossy link's chance of dropping each TCP packet, in each direction
-STRAGGLER_QUOTA = 0.3  # the slow node's CPU time, in cores
+STRAGGLER_QUOTA = 0.2  # the slow node's CPU time, in cores
+NODE_SHARES = 10240  # the straggler's nodes' cpu.shares (1024 is a process's): on a busy machine, node0's rank still gets its core
+STRAGGLER_PERIOD_US = 10_000  # ... granted per 10 ms: at the default 100 ms a step of ~130 ms ran at full speed, then stopped for 70 ms
 MISSING_IFNAME = "ib0"  # the interface only node 0 has: its InfiniBand card, say
 
 def one_frame_per_packet(cluster: EmulatedCluster) -> list[list[str]]:
@@ -115,15 +117,16 @@ def loss_commands(cluster: EmulatedCluster, p: float = LOSS_P, index: int = 1) -
                             "--probability", f"{p:g}", "-j", "DROP"]) for chain, flag in (("INPUT", "-i"), ("OUTPUT", "-o"))]
 
 def extra_interface_commands(cluster: EmulatedCluster, name: str = MISSING_IFNAME, index: int = 0) -> list[list[str]]:
-    "Commands that give node `index` alone a second interface `name`, up, with an address of its own."
+    "Commands that give node `index` alone a second interface `name`, up, with an address of its own (a veth pair inside the node: this kernel has no `dummy` link type)."
     ns = cluster.nodes[index].netns
-    return [["ip", "-n", ns, "link", "add", name, "type", "dummy"], ["ip", "-n", ns, "addr", "add", "198.18.1.1/24", "dev", name],
+    return [["ip", "-n", ns, "link", "add", name, "type", "veth", "peer", "name", f"{name}p"],
+            ["ip", "-n", ns, "addr", "add", "198.18.1.1/24", "dev", name], ["ip", "-n", ns, "link", "set", "dev", f"{name}p", "up"],
             ["ip", "-n", ns, "link", "set", "dev", name, "up"]]
 
 def fault_specs(id: str, variant: str = "broken") -> list[NodeSpec]:
-    "The two nodes' limits for fault `id`'s `variant`: jumbo frames for node-mtu, node 1's CPU quota for a broken node-straggler, else none."
+    "The two nodes' limits for fault `id`'s `variant`: jumbo frames for node-mtu; for node-straggler one core each, node 1 `STRAGGLER_QUOTA` when broken; else none."
     if id == "node-mtu": return [NodeSpec(mtu=JUMBO_MTU), NodeSpec(mtu=JUMBO_MTU)]
-    if id == "node-straggler" and variant == "broken": return [NodeSpec(), NodeSpec(cpu_quota=STRAGGLER_QUOTA)]
+    if id == "node-straggler": return [NodeSpec(cpu_quota=1.0), NodeSpec(cpu_quota=STRAGGLER_QUOTA if variant == "broken" else 1.0)]
     return [NodeSpec(), NodeSpec()]
 
 def fault_setup(cluster: EmulatedCluster, id: str, variant: str = "broken") -> tuple[list[list[str]], dict]:
@@ -132,10 +135,15 @@ def fault_setup(cluster: EmulatedCluster, id: str, variant: str = "broken") -> t
     if id == "node-mtu":
         return ([[f"# every node's eth0 at MTU {JUMBO_MTU} (NodeSpec(mtu={JUMBO_MTU})); the switch's ports made at {JUMBO_MTU}"]]
                 + one_frame_per_packet(cluster) + (switch_mtu_commands(cluster) if broken else [])), {}
-    if id == "node-lossy-link": return (loss_commands(cluster) if broken else [["# no drops"]]), {}
-    if id == "node-straggler":
-        return [[f"# node1's processes in a cgroup with cpu.cfs_quota_us = {STRAGGLER_QUOTA:g} x cpu.cfs_period_us"
-                 if broken else "# node1 with a core of its own, as node0"]], {}
+    if id == "node-lossy-link": return one_frame_per_packet(cluster) + (loss_commands(cluster) if broken else []), {}
+    if id == "node-straggler":  # each node's cpu cgroup: its quota in 10 ms periods, and the weight of a host of its own
+        cmds = [[f"# node1's processes: {STRAGGLER_QUOTA if broken else 1:g} of a core; node0's: 1 core; each node's cgroup "
+                 f"weighted {NODE_SHARES} (cpu.shares), so other work on this machine does not take the cores the nodes were given"]]
+        for n in cluster.nodes:
+            cg, q = CGROUP_ROOT / "cpu" / n.cgroup, (n.spec.cpu_quota or 1.0)
+            cmds.append(["sh", "-c", f"echo {STRAGGLER_PERIOD_US} > {cg}/cpu.cfs_period_us && echo {round(q * STRAGGLER_PERIOD_US)} > "
+                                     f"{cg}/cpu.cfs_quota_us && echo {NODE_SHARES} > {cg}/cpu.shares"])
+        return cmds, {}
     if id == "node-socket-ifname":
         return extra_interface_commands(cluster), {"GLOO_SOCKET_IFNAME": MISSING_IFNAME if broken else "eth0"}
     raise ValueError(f"fault_setup: {id!r} is set up by start_fault itself")
@@ -204,15 +212,24 @@ NODE_FAULTS = {f.id: f for f in [
                           "segmentation-offload packet of many frames over any MTU (measured: 64 KB and 1 MB messages crossed "
                           "the 1500 hop while 1.5 to 9 KB ones stalled); a NIC cuts such packets into frames before the wire, "
                           "so here each node's interface sends one frame per packet (`gso_max_segs 1`), in the broken and the "
-                          "fixed cluster alike. distlab's part: every rank of the job has entered the same collective after "
-                          "the process group formed, and none comes out, so no rank is missing: what they send is not arriving.",
+                          "fixed cluster alike. What happens then: DDP's first broadcast leaves rank 0, its source (the bytes "
+                          "went into its socket), and never reaches rank 1. The live watch sees rank 0 waiting in its first "
+                          "all-reduce and rank 1 'never entering it' and calls it a stall on rank 1 (measured: 3 s after rank "
+                          "0's all-reduce began, rank 1 inside ddp_init for 10 s), and node 1 loses the hub (its replies do "
+                          "not fit either). In another run both ranks stayed inside ddp_init (rank 0's send had not gone out "
+                          "whole) and no rule of the watch fired at all. Read from every node's records, both are one fault: "
+                          "every rank entered the collective, and the data did not arrive.",
               broken=f"both nodes' eth0 at MTU {JUMBO_MTU}; the switch's ports at 1500",
               fixed=f"the switch's ports at {JUMBO_MTU} too: jumbo frames end to end (the nodes back at 1500 works as well)"),
-    NodeFault(id="node-lossy-link", title="A lossy link: one node drops some of its packets", kind="slow-network", steps=30,
+    NodeFault(id="node-lossy-link", title="A lossy link: one node drops some of its packets", kind="slow-network", steps=40,
               symptom="Training runs, slower than it should and unevenly: most steps take their usual time, some take a "
                       "few hundred milliseconds more; no error, and no rank computes slower than the others.",
               explanation=f"node1 drops each TCP packet into or out of its interface with probability {LOSS_P:g} (iptables' "
-                          "`statistic` match in its namespace: this kernel has no netem). TCP recovers every loss, so nothing "
+                          "`statistic` match in its namespace: this kernel has no netem). Each node's interface sends one frame "
+                          "per packet (`gso_max_segs 1`), as on a wire: otherwise iptables sees a 64 KB offload packet as one "
+                          "and the loss rate per frame is a fraction of P (measured with a plain TCP pair, 75 KB each way: "
+                          "at P=0.05, 2 of 40 round trips over 100 ms with offload, 14 of 40 without; at P=0.02, 5 of 40, "
+                          "max 257 ms, against a 0.9 ms median with no drops). TCP recovers every loss, so nothing "
                           "fails: a packet lost in the middle of a message is resent after a few duplicate acknowledgements, "
                           "within a round trip; one lost at a message's end, or a lost retransmission, waits for the "
                           "retransmission timer, at least 200 ms on Linux. So a step that loses such a packet takes hundreds "
@@ -229,7 +246,11 @@ NODE_FAULTS = {f.id: f for f in [
                       "all-reduce, node1's runs at its limit.",
               explanation=f"node1's processes run under a cgroup CPU quota of {STRAGGLER_QUOTA:g} cores (`cpu.cfs_quota_us`), "
                           "as in a container with a CPU limit, on a node shared with another job, or on a slower machine; "
-                          "node0 has a core of its own. Both ranks do the same work, so every DDP all-reduce waits for "
+                          "node0 has a core of its own. The quota is granted in 10 ms periods: at the default 100 ms, a step of "
+                          "about 130 ms ran at full speed and then stopped, and the rank's work outside backward came out only "
+                          "2x node0's, at the rule's edge. Each node's cgroup also carries a large cpu.shares, so that other "
+                          "work on this machine does not take node0's core (at a load of 9 on 2 cores, node0's rank computed "
+                          "as slowly as node1's under its quota: a quota is a ceiling, not a share). Both ranks do the same work, so every DDP all-reduce waits for "
                           "node1's rank. This is the `straggler` lesson's cause made real across nodes, with no sleep: the "
                           "slow rank is a whole node, and node0's watch names it from node1's DDP backwards, which the watch "
                           "across nodes carries (`distlab.watch.cross_node`). The fix here is in the setup: give node1 the "
@@ -253,7 +274,7 @@ NODE_FAULTS = {f.id: f for f in [
 ]}
 
 # %% ../../nbs/11b_node_scenarios.ipynb #f11be4da
-ALL_IN_S = 8.0  # every rank inside one collective this long, none out: the job's data is not arriving (node-mtu)
+ALL_IN_S = 8.0  # a rank inside a collective every rank entered, this long: the job's data is not arriving (node-mtu)
 
 def start_fault(id: str,  # a `NODE_FAULTS` id
                 variant: str = "broken",  # `broken` or `fixed`
@@ -293,16 +314,19 @@ def start_fault(id: str,  # a `NODE_FAULTS` id
 
 def fault_result(job: ClusterRun, info: dict) -> dict:
     "Wait for a `start_fault` job: its status, the diagnosis node 0 made (for node-mtu, node-lossy-link and a node-straggler its watch did not name: this module's reading of every node's recorded collectives), what node 1 was told, the setup, seconds from the cut to the diagnosis, and the steps' figures."
-    if NODE_FAULTS[info["id"]].kind == "network-stall":  # stop the job once every rank has sat in one collective ALL_IN_S
+    world = len(job.cluster.nodes)
+    if NODE_FAULTS[info["id"]].kind == "network-stall":  # no rule of the watch may end it: stop it once a rank sat ALL_IN_S in transit
         while not job._done.wait(0.5):
-            found = all_in_collective(job.run_dirs, len(job.cluster.nodes))
-            if found and found["waited_s"] >= ALL_IN_S: info["all_in"] = found; job.stop(); break
+            found = stuck_in_transit(job.run_dirs, world)
+            if found and found["waited_s"] >= ALL_IN_S: job.stop(); break
     res = job.wait()
     d0, d1 = (n.get("diagnosis") for n in res.nodes)
-    if info.get("all_in") and d0 is None: d0 = network_stall(info["all_in"])
+    watch = d0  # what node 0's watch said itself
+    if NODE_FAULTS[info["id"]].kind == "network-stall" and res.status != "ok":
+        found = stuck_in_transit(job.run_dirs, world, now=job.started + res.duration_s)
+        if found: d0 = network_stall(found)
     rows = step_table(res)
     if info["id"] == "node-lossy-link" and d0 is None and res.status == "ok": d0 = slow_network(rows)
-    watch = d0  # what node 0's watch said itself
     if info["id"] == "node-straggler" and res.status == "ok" and (d0 or {}).get("kind") != "straggler": d0 = straggler_across(res)
     after = lambda d: round(d["t"] - info["cut_t"], 2) if d and info["cut_t"] else None
     return {**info, "status": res.status, "diagnosis": d0, "watch_diagnosis": watch, "node1_diagnosis": d1, "cluster": res, "left": res.left,
@@ -317,36 +341,46 @@ def fault_on_nodes(id: str, variant: str = "broken", **kw) -> dict:
 SLOW_WIRE_S = 0.05  # a lossy link: the all-reduce's time after the last rank arrived, at the 90th percentile, at least this
 MAX_LATE_SHARE = 0.25  # ... while the last rank arrives later than the first by at most this share of it (no straggler)
 
-def all_in_collective(run_dirs: dict,  # node -> its run directory (`ClusterRun.run_dirs`)
-                      world_size: int, now: float | None = None) -> dict | None:
-    "When every rank of the job is inside the same collective: which one, where, since when, each rank's node, and whether init had completed; else None."
+def stuck_in_transit(run_dirs: dict,  # node -> its run directory (`ClusterRun.run_dirs`)
+                     world_size: int, now: float | None = None) -> dict | None:
+    "A rank inside a collective that every other rank has entered too, finished or not (so no rank is missing): which one, where, since when, who finished it, each rank's node, whether init had completed; else None."
     import time
     from distlab.rank.events import read_events, event_ranks
     from distlab.watch.analysis import tracks_from_events
     node_of = {r: node for node, d in run_dirs.items() for r in event_ranks(d)}
     if len(node_of) < world_size: return None
     tracks = tracks_from_events({r: read_events(run_dirs[node], r) for r, node in node_of.items()})
-    cur = {r: t.current() for r, t in tracks.items()}
-    if any(c is None for c in cur.values()) or len({(c.get("group", "world"), c["seq"]) for c in cur.values()}) != 1: return None
-    c = cur[min(cur)]
-    return {"op": c.get("op"), "seq": c["seq"], "group": c.get("group", "world"), "site": c.get("site"), "code": c.get("code"),
-            "waited_s": round((time.time() if now is None else now) - max(x["t0"] for x in cur.values()), 2),
-            "nodes": {r: node_of[r] for r in sorted(cur)},
-            "init_ok": all((t.init or {}).get("state") == "completed" for t in tracks.values())}
+    now = time.time() if now is None else now
+    for r, t in sorted(tracks.items()):
+        c = t.current()
+        if c is None: continue
+        g, s = c.get("group", "world"), c["seq"]
+        others = {q: u.colls.get(g, {}).get(s) for q, u in tracks.items() if q != r}
+        if any(rec is None for rec in others.values()): continue  # a rank never entered it: a stall, the watch's own case
+        done = sorted(q for q, rec in others.items() if rec.get("state") == "completed")
+        return {"rank": r, "op": c.get("op"), "seq": s, "group": g, "site": c.get("site"), "code": c.get("code"),
+                "waited_s": round(now - c["t0"], 2), "done_by": done, "waiting": sorted(set(tracks) - set(done)),
+                "nodes": {q: node_of[q] for q in sorted(tracks)},
+                "init_ok": all((u.init or {}).get("state") == "completed" for u in tracks.values())}
+    return None
 
 def network_stall(found: dict) -> dict:
-    "The diagnosis of a job whose ranks all sit in one collective (`all_in_collective`): nothing arrives between them."
+    "The diagnosis of a rank stuck inside a collective every rank entered (`stuck_in_transit`): the data between them is not arriving."
     import time
-    where = ", ".join(f"rank {r} on node {n}" for r, n in found["nodes"].items())
-    head = (f"every rank ({where}) has been inside {found['op']} #{found['seq']} at {found['site']} for {found['waited_s']:.0f} s "
-            "and none has come out: no rank is missing, so the data they send each other is not arriving")
+    nodes, waiting = found["nodes"], found.get("waiting") or [found["rank"]]
+    who = lambda rs: ", ".join(f"rank {q} on node {nodes[q]}" for q in rs)
+    head = (f"{who(waiting)} {'has' if len(waiting) == 1 else 'have'} waited {found['waited_s']:.0f} s inside {found['op']} "
+            f"#{found['seq']} at {found['site']}, "
+            + (f"which {who(found['done_by'])} finished: what {'it' if len(found['done_by']) == 1 else 'they'} sent has not arrived"
+               if found["done_by"] else "which every rank entered: none is missing, and what they send each other is not arriving"))
     if found["init_ok"]: head += "; init_process_group's small messages got through, so large frames are being dropped between the nodes (an MTU mismatch?)"
     return {"kind": "network-stall", "culprit_ranks": [], "headline": head, "t": time.time(), "collective": found,
-            "explanation": "A collective ends when every rank's data has reached the others. Here every rank has entered it "
-                           "and is waiting for the others' bytes, which do not come, with no error: TCP keeps resending what "
-                           "the network drops. Small messages passed (the rendezvous, the process group's handshake), so the "
-                           "path drops only large frames: typically jumbo frames (MTU 9000) on the nodes and a hop between "
-                           "them at 1500, which drops the larger frames silently.",
+            "explanation": "A collective ends on a rank when the other ranks' data has reached it. Here every rank entered "
+                           "it, and a rank that only had to send (the source of a broadcast, such as DDP's first copy of "
+                           "the parameters) even finished; the one that has to receive waits, with no error: TCP keeps "
+                           "resending what the path drops. Small messages passed (the rendezvous, the process group's "
+                           "handshake), so the path drops only large frames: typically jumbo frames (MTU 9000) on the nodes "
+                           "and a hop between them at 1500, which drops the larger frames silently.",
             "fix": "Compare the MTU on every hop: `ip link` on each node (mtu ...), the switch's ports, any tunnel or overlay "
                    "(VXLAN takes 50 bytes). Test the path: `ping -M do -s 8972 OTHER_NODE` fails where 9000-byte frames do "
                    "not pass, `ping -M do -s 1472` passes. Set the same MTU end to end: jumbo frames on the switch too, or "
@@ -429,11 +463,11 @@ def show_fault(id: str) -> str:
            f"The script (the same on the broken and the fixed cluster): {lessons_dir() / f.script} {f.steps}", "",
            f"Broken: {f.broken}", fmt(setups[0]), ""]
     out += [f"Fixed: {f.fixed}", fmt(setups[1])] if f.fixed else ["Fixed: not a setup; see Why."]
-    if f.kind in ("network-stall", "slow-network"):
+    if f.kind in ("network-stall", "slow-network", "straggler"):
         out += ["", f"What distlab says: a `{f.kind}` diagnosis read from every node's recorded collectives "
-                "(`distlab.scenarios.on_nodes`); no rule of the live watch names this fault yet"]
+                "(`distlab.scenarios.on_nodes`)" + ("; node 0's live watch runs its advisory rules over its own ranks only, so "
+                "it does not name node 1's rank yet" if f.kind == "straggler" else "; no rule of the live watch names this fault yet")]
     else:
-        out += ["", f"What distlab says: a `{f.kind}` diagnosis from node 0's watch"
-                + (", naming node 1's rank from the DDP backwards node 1 sends it" if f.kind == "straggler" else ", and node 1 told the same")
+        out += ["", f"What distlab says: a `{f.kind}` diagnosis from node 0's watch, and node 1 told the same"
                 + (" (each side names the other)" if f.kind == "node-lost" else "")]
     return "\n".join(out)
