@@ -376,6 +376,7 @@ class CrossNodeWatcher(Watcher):
         self._where: dict[int, tuple] = {}  # rank -> (node, host, addr) of the other nodes' ranks, as last heard
         self._remote_cpu: dict[int, dict | None] = {}  # rank -> its node's CPU reading of it
         self._stacks_out: dict[str, str] = {}  # this node's ranks' stacks, dumped when the hub asked for them
+        self._names = {r: tail.path.name for r, tail in self.tails.items()}  # rank -> its event file's name
 
     def close(self) -> None:
         if self.hub is not None:
@@ -392,7 +393,7 @@ class CrossNodeWatcher(Watcher):
         try: here = set(os.listdir(self.run_dir / "events"))
         except OSError: here = set()
         tails = self.tails
-        self.tails = {r: tail for r, tail in tails.items() if tail.path.name in here}
+        self.tails = {r: tail for r, tail in tails.items() if self._names[r] in here}
         try: super().update(now)
         finally: self.tails = tails
 
