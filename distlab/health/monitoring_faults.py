@@ -299,7 +299,7 @@ def lesson_script() -> Path:
 class MonitoredJob:
     "The lesson script on `nproc` ranks under distlab's launch, served by an `Exporter` on a port of its own as `--export` does (stopped when the run ends)."
     def __init__(self, nproc: int = 2,
-                 steps: int = 2000,  # the run's length if nobody kills a rank (a limit, not a plan)
+                 steps: int = 100_000,  # a limit, not a plan: the job trains until a rank is killed or `stop()`
                  step_s: float = 0.05,  # each step's sleep
                  pushgateway: str | None = None,  # host:port the ranks push to (None: no pushing)
                  export_port: int = 0,  # where the exporter listens (0: a free port; pick one first to write it into prometheus.yml)
