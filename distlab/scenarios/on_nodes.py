@@ -274,7 +274,7 @@ NODE_FAULTS = {f.id: f for f in [
 ]}
 
 # %% ../../nbs/11b_node_scenarios.ipynb #f11be4da
-ALL_IN_S = 8.0  # a rank inside a collective every rank entered, this long: the job's data is not arriving (node-mtu)
+ALL_IN_S = 15.0  # a rank inside a collective every rank entered, this long: the job's data is not arriving (node-mtu; at a load of 20 on 2 cores a healthy ddp_init took over 8 s)
 
 def start_fault(id: str,  # a `NODE_FAULTS` id
                 variant: str = "broken",  # `broken` or `fixed`

@@ -1,0 +1,82 @@
+"""Faults in the nodes' setup, on 2 emulated nodes (needs root), each broken and fixed on the kernel's own mechanism
+(`distlab.scenarios.on_nodes.NODE_FAULTS`): jumbo frames on both nodes with the switch at 1500 (small messages pass,
+the first large collective never ends), a link that drops packets at random (iptables `statistic`: slow, uneven
+all-reduces with no rank late), a node under a CPU quota (the straggler named on node 1), and GLOO_SOCKET_IFNAME
+naming an interface only node 0 has. The six network runs at once, then the two straggler runs; nothing is left behind."""
+import shutil
+import pytest
+from distlab.scenarios.performance import busy_note
+from distlab.run.nodes import leftovers, missing_privileges
+from distlab.scenarios.on_nodes import NODE_FAULTS, start_fault, fault_result, slow_network, straggler_across
+
+MISSING = missing_privileges(["cpu"])
+pytestmark = [pytest.mark.skipif(MISSING is not None, reason=MISSING or ""), pytest.mark.slow]
+NO_IPTABLES = None if shutil.which("iptables") else "the lossy link needs iptables in node 1's namespace (apt-get install iptables)"
+
+def _run_all(tmp, runs: list[tuple[str, str]]) -> dict:
+    "Start every (id, variant) at once, then wait for each; a failure to start stops the ones already started."
+    jobs = {}
+    try:
+        for id, v in runs: jobs[id, v] = start_fault(id, v, runs_root=tmp, timeout_s=150, join_timeout_s=45)  # a lossy link's lost SYNs wait 1 s, 3 s, ...
+        return {k: fault_result(*j) for k, j in jobs.items()}
+    finally:
+        for job, _ in jobs.values(): job.stop()
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("node_faults")
+    net = ["node-mtu", "node-socket-ifname"] + ([] if NO_IPTABLES else ["node-lossy-link"])
+    out = _run_all(tmp, [(id, v) for id in net for v in ("broken", "fixed")])
+    out |= _run_all(tmp, [("node-straggler", v) for v in ("broken", "fixed")])  # after: its nodes' cgroups weigh 10 processes each, and would starve the others
+    for (id, v), r in out.items():
+        print(f"{id}/{v}: {r['status']} in {r['cluster'].duration_s:.1f} s; {(r['diagnosis'] or {}).get('kind')}; {r['figures']}")
+    return out
+
+def _clean(r: dict):
+    assert r["left"] == {}, r["left"]
+    assert not any(leftovers(r["cluster"].token).values()), leftovers(r["cluster"].token)
+
+def test_jumbo_frames_through_a_1500_switch_stall_the_first_large_collective(runs):
+    b, f = runs["node-mtu", "broken"], runs["node-mtu", "fixed"]
+    d = b["diagnosis"]
+    assert b["status"] != "ok" and d and d["kind"] == "network-stall", b["cluster"].text()
+    c = d["collective"]
+    print(f"jumbo frames: {d['headline']}\n  node 0's watch said: {(b['watch_diagnosis'] or {}).get('headline')}")
+    assert c["init_ok"] and c["nodes"] == {0: 0, 1: 1}, c  # the process group formed: its small messages passed
+    assert c["op"] == "ddp_init" and "train.py:" in c["site"] and 1 in c["waiting"], c  # DDP's first broadcast (75 KB) never reached rank 1
+    assert sorted(c["waiting"] + c["done_by"]) == [0, 1], c  # rank 0, its source, finished it (its bytes left) or waits too
+    assert c["waited_s"] >= 3.0 and "MTU" in d["headline"] and "rank 1 on node 1" in d["headline"], d["headline"]
+    assert f["status"] == "ok" and f["diagnosis"] is None, f["cluster"].text()
+    _clean(b); _clean(f)
+
+@pytest.mark.skipif(NO_IPTABLES is not None, reason=NO_IPTABLES or "")
+def test_lossy_link_slow_uneven_steps_named_the_network(runs):
+    b, f = runs["node-lossy-link", "broken"], runs["node-lossy-link", "fixed"]
+    assert b["status"] == "ok" and f["status"] == "ok", (b["cluster"].text(), f["cluster"].text())
+    d = b["diagnosis"]
+    assert d and d["kind"] == "slow-network" and "on the network" in d["headline"], (d, b["figures"])
+    assert slow_network(f["steps"]) is None and f["diagnosis"] is None, f["figures"]
+    bw, fw = b["figures"]["wire_ms"], f["figures"]["wire_ms"]
+    print(f"all-reduce after the last rank arrived, ms: lossy {bw}, clean {fw}; steps: lossy {b['figures']['step_ms']}, clean {f['figures']['step_ms']}")
+    assert bw["p90"] >= 3 * fw["p90"] and bw["max"] >= 200, (bw, fw)  # Linux's retransmission timer: 200 ms at least
+    _clean(b); _clean(f)
+
+def test_straggler_node_named_on_node1(runs):
+    b, f = runs["node-straggler", "broken"], runs["node-straggler", "fixed"]
+    assert b["status"] == "ok" and f["status"] == "ok", (b["cluster"].text(), f["cluster"].text())
+    d = b["diagnosis"]
+    assert d and d["kind"] == "straggler" and d["culprit_ranks"] == [1], (d, b["figures"], busy_note())
+    assert "rank 1 on node 1 (host node1)" in d["headline"], d["headline"]
+    assert f["diagnosis"] is None or f["diagnosis"]["kind"] != "straggler", f["diagnosis"]
+    assert straggler_across(f["cluster"]) is None, f["figures"]
+    print(f"straggler node: {d['headline']}; steps broken {b['figures']['step_ms']} fixed {f['figures']['step_ms']}; "
+          f"node 0's own watch said: {(b['watch_diagnosis'] or {}).get('headline')}")
+    _clean(b); _clean(f)
+
+def test_socket_ifname_only_node0_has(runs):
+    b, f = runs["node-socket-ifname", "broken"], runs["node-socket-ifname", "fixed"]
+    d = b["diagnosis"]
+    assert b["status"] != "ok" and d and d["kind"] == NODE_FAULTS["node-socket-ifname"].kind, b["cluster"].text()
+    assert d["culprit_ranks"] == [1] and "ib0" in d["headline"] and "node 1 (host node1)" in d["headline"], d["headline"]
+    assert f["status"] == "ok" and f["diagnosis"] is None, f["cluster"].text()
+    _clean(b); _clean(f)
