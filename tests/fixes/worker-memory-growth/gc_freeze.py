@@ -20,8 +20,9 @@ BATCH, WORKERS, EPOCHS = 125, 2, 5
 def load_corpus():
     "The corpus as a JSON-lines file gives it: the text of each document (random letters here), and its label."
     g = torch.Generator().manual_seed(0)
-    text = torch.randint(ord("a"), ord("z") + 1, (DOCS * CHARS,), dtype=torch.uint8, generator=g).numpy().tobytes().decode()
-    return [text[i * CHARS:(i + 1) * CHARS] for i in range(DOCS)], torch.randint(0, CLASSES, (DOCS,), generator=g).tolist()
+    letters = torch.randint(ord("a"), ord("z") + 1, (2**20,), dtype=torch.uint8, generator=g).numpy().tobytes().decode()
+    starts = torch.randint(0, len(letters) - CHARS, (DOCS,), generator=g).tolist()
+    return [letters[s:s + CHARS] for s in starts], torch.randint(0, CLASSES, (DOCS,), generator=g).tolist()  # a new str each
 
 
 class Corpus(Dataset):
