@@ -214,9 +214,9 @@ NODE_FAULTS = {f.id: f for f in [
                           "so here each node's interface sends one frame per packet (`gso_max_segs 1`), in the broken and the "
                           "fixed cluster alike. What happens then: DDP's first broadcast leaves rank 0, its source (the bytes "
                           "went into its socket), and never reaches rank 1. The live watch sees rank 0 waiting in its first "
-                          "all-reduce and rank 1 'never entering it' and calls it a stall on rank 1 (measured: 3 s after rank "
-                          "0's all-reduce began, rank 1 inside ddp_init for 10 s), and node 1 loses the hub (its replies do "
-                          "not fit either). In another run both ranks stayed inside ddp_init (rank 0's send had not gone out "
+                          "all-reduce and rank 1 'never entering it' and, in one run, called it a stall on rank 1 (3 s after rank "
+                          "0's all-reduce began, rank 1 inside ddp_init for 10 s) while node 1 lost the hub (its replies do not "
+                          "fit either); in another it said nothing for 19 s, node 1's state no longer reaching it. In another run both ranks stayed inside ddp_init (rank 0's send had not gone out "
                           "whole) and no rule of the watch fired at all. Read from every node's records, both are one fault: "
                           "every rank entered the collective, and the data did not arrive.",
               broken=f"both nodes' eth0 at MTU {JUMBO_MTU}; the switch's ports at 1500",
