@@ -623,6 +623,43 @@ def init_across_nodes(d: Diagnosis,  # a `never-joined` diagnosis: every rank wa
                  "`nc -l PORT` on one node and `nc NODE PORT` from another, on a port other than the rendezvous'.\n" + d.fix)
         d.collective = {**d.collective, "cause": "data-ports-blocked"}
 
+# %% ../../nbs/26b_cross_node.ipynb #b26ad716
+import copy
+from .watcher import ADVISE_EVERY_S
+
+_merged_one_look = CrossNodeWatcher._merged
+
+def _merged_keeping(self: CrossNodeWatcher, nodes: list[dict]) -> dict[int, RankTrack]:
+    "`_merged`, keeping on the way every other node's ranks' completed DDP backwards (each look carries only its last few collectives)."
+    tracks, local = _merged_one_look(self, nodes), self._local()
+    kept = self.__dict__.setdefault("_kept_ddp", {})
+    for r, t in tracks.items():
+        if r in local or r not in self._where: continue
+        kept.setdefault(r, {}).update({(p.get("group"), p.get("seq")): p for p in t.pairs
+                                       if p.get("ddp") == "buckets" and p.get("state") == "completed"})
+    return tracks
+
+def _advise_across(self: CrossNodeWatcher, now: float | None = None, *, final: bool = False) -> Diagnosis | None:
+    "On the hub: the advisory rules (a straggler, ...) over every node's ranks, with the DDP backwards kept from their looks; on the other nodes: their own ranks'."
+    if self.hub is None: return Watcher.advise(self, now, final=final)
+    now = time.time() if now is None else now
+    if not final and now - self._advised_t < ADVISE_EVERY_S: return self.advisory
+    self._advised_t = now
+    if final: self.update(now)
+    tracks, local = dict(self._merged(self.hub.snapshot())), self._local()
+    for r, k in self.__dict__.get("_kept_ddp", {}).items():
+        if r not in tracks or r in local: continue
+        t = tracks[r] = copy.copy(tracks[r])  # the look's own track stays as it came
+        have = {(p.get("group"), p.get("seq")) for p in t.pairs}
+        t.pairs = sorted([*t.pairs, *(p for key, p in k.items() if key not in have)], key=lambda p: p.get("t0") or 0.0)
+    d = diagnose(tracks, self.world_size, now, t_start=self.t_start, stall_after_s=self.stall_after_s,
+                 join_timeout_s=self.join_timeout_s, final=final, run_dir=self.run_dir, gen=self.gen, advisory=True)
+    if d is not None: self._name_nodes(d)
+    self.advisory = d
+    return d
+
+CrossNodeWatcher._merged, CrossNodeWatcher.advise = _merged_keeping, _advise_across
+
 # %% ../../nbs/26b_cross_node.ipynb #121d071d
 def node_watcher(run_dir, world_size: int, cfg, **kw) -> Watcher:
     "The watcher of one node of a multi-node run (`cfg`: its LaunchConfig): a `CrossNodeWatcher` when the nodes meet at an endpoint (unless $DISTLAB_CROSS_NODE=0), else this node's ranks alone."
