@@ -463,10 +463,12 @@ def show_fault(id: str) -> str:
            f"The script (the same on the broken and the fixed cluster): {lessons_dir() / f.script} {f.steps}", "",
            f"Broken: {f.broken}", fmt(setups[0]), ""]
     out += [f"Fixed: {f.fixed}", fmt(setups[1])] if f.fixed else ["Fixed: not a setup; see Why."]
-    if f.kind in ("network-stall", "slow-network", "straggler"):
+    if f.kind in ("network-stall", "slow-network"):
         out += ["", f"What distlab says: a `{f.kind}` diagnosis read from every node's recorded collectives "
-                "(`distlab.scenarios.on_nodes`)" + ("; node 0's live watch runs its advisory rules over its own ranks only, so "
-                "it does not name node 1's rank yet" if f.kind == "straggler" else "; no rule of the live watch names this fault yet")]
+                "(`distlab.scenarios.on_nodes`); no rule of the live watch names this fault yet"]
+    elif f.kind == "straggler":
+        out += ["", "What distlab says: a `straggler` diagnosis from node 0's watch, naming node 1's rank from the DDP "
+                "backwards node 1's looks carry (the same rule over every node's records: `straggler_across`)"]
     else:
         out += ["", f"What distlab says: a `{f.kind}` diagnosis from node 0's watch, and node 1 told the same"
                 + (" (each side names the other)" if f.kind == "node-lost" else "")]
