@@ -475,16 +475,20 @@ def _state_dict_keys(text: str) -> dict:
     return out
 
 register_signature(Signature(
-    id="state-dict-keys", kind="checkpoint", title="A checkpoint's keys do not match the model (load_state_dict)",
+    id="state-dict-keys", kind="checkpoint", title="A checkpoint does not fit the model (load_state_dict)",
     patterns=[r"Error\(s\) in loading state_dict for", r"Missing key\(s\) in state_dict:", r"Unexpected key\(s\) in state_dict:"],
     cause="load_state_dict is strict: every key of the model must be in the file and every key of the file in the "
           "model. The usual cause is a prefix: a model saved while wrapped in DistributedDataParallel has keys "
           "`module.<name>` (torch.compile: `_orig_mod.<name>`), loaded into the plain model (or the other way round); "
-          "otherwise the file is from another version of the model.",
+          "if the error says `got mixed torch.Tensor and DTensor`, the file holds one rank's FSDP2 shards (DTensors, "
+          "saved with torch.save(model.state_dict()) on a sharded model) and the model is plain; otherwise the file "
+          "is from another version of the model.",
     fix="Save the unwrapped model (ddp_model.module.state_dict()), or repair the keys on load: "
         "distlab.train.checkpoint.load_state_dict_repaired(model, state) strips `module.` / `_orig_mod.` and reports "
-        "what it renamed and what is still missing or unexpected. Never pass strict=False to hide it: the missing "
-        "weights would stay at their random initial values.",
+        "what it renamed and what is still missing or unexpected. For FSDP2 shards: save a full state dict "
+        "(torch.distributed.checkpoint.state_dict.get_model_state_dict with StateDictOptions(full_state_dict=True, "
+        "cpu_offload=True), written by rank 0) or a DCP checkpoint (dcp.save / dcp.load, which reshards). Never pass "
+        "strict=False to hide it: the missing weights would stay at their random initial values.",
     extract=_state_dict_keys))
 
 register_signature(Signature(
