@@ -14,8 +14,9 @@ from .watcher import Watcher, main_thread_syscall, collect_stacks, FUTEX_SYSCALL
 # %% auto #0
 __all__ = ['KEEP_COLLS', 'TRACEBACK_CHARS', 'CALL_KEYS', 'WATCH_PORT_ENV', 'CROSS_NODE_ENV', 'LOOK_S', 'NODE_LOST_S',
            'EOF_GRACE_S', 'NO_HELLO_JOIN_S', 'FALLBACK_STALL_S', 'SHIFT_LOOKS', 'HUB_FINAL_WAIT_S',
-           'HUB_CONNECT_WAIT_S', 'LOST_FIX', 'rank_state', 'node_message', 'WireEncoder', 'WireDecoder', 'node_facts',
-           'Hub', 'HubClient', 'CrossNodeWatcher', 'node_lost', 'hub_lost', 'init_across_nodes', 'node_watcher']
+           'HUB_CONNECT_WAIT_S', 'LOST_FIX', 'KEPT_DDP', 'rank_state', 'node_message', 'WireEncoder', 'WireDecoder',
+           'node_facts', 'Hub', 'HubClient', 'CrossNodeWatcher', 'node_lost', 'hub_lost', 'init_across_nodes',
+           'node_watcher']
 
 # %% ../../nbs/26b_cross_node.ipynb #613d04df
 KEEP_COLLS = 8  # a rank's most recent collectives per group sent each look (its open ones always)
@@ -628,15 +629,18 @@ import copy
 from .watcher import ADVISE_EVERY_S
 
 _merged_one_look = CrossNodeWatcher._merged
+KEPT_DDP = 64  # another node's rank's newest completed DDP backwards kept for the advisory rules (they read its last LIVE_WINDOW_STEPS, 30, while it trains)
 
 def _merged_keeping(self: CrossNodeWatcher, nodes: list[dict]) -> dict[int, RankTrack]:
     "`_merged`, keeping on the way every other node's ranks' completed DDP backwards (each look carries only its last few collectives)."
     tracks, local = _merged_one_look(self, nodes), self._local()
-    kept = self.__dict__.setdefault("_kept_ddp", {})
+    kept, seen = self.__dict__.setdefault("_kept_ddp", {}), self.__dict__.setdefault("_kept_from", {})
     for r, t in tracks.items():
-        if r in local or r not in self._where: continue
-        kept.setdefault(r, {}).update({(p.get("group"), p.get("seq")): p for p in t.pairs
-                                       if p.get("ddp") == "buckets" and p.get("state") == "completed"})
+        if r in local or r not in self._where or seen.get(r) is t: continue  # a track no look changed holds nothing new
+        seen[r] = t
+        k = kept.setdefault(r, {})
+        k.update({(p.get("group"), p.get("seq")): p for p in t.pairs if p.get("ddp") == "buckets" and p.get("state") == "completed"})
+        while len(k) > KEPT_DDP: del k[next(iter(k))]  # the oldest first: a long job's hub would keep every backward of every rank
     return tracks
 
 def _advise_across(self: CrossNodeWatcher, now: float | None = None, *, final: bool = False) -> Diagnosis | None:
