@@ -280,7 +280,8 @@ def cmd_export(a) -> int:
 
 # %% ../nbs/70_cli.ipynb #9885f75e
 _CLUSTER_USAGE = ("distlab cluster [--nnodes N] [--nproc-per-node K] [--node-link-mbit R] [--node-mtu M] [--node-cpu-quota C] "
-                  "[options] SCRIPT [ARGS ...]\n       distlab cluster [node options] --bench [-b 1M -e 16M --op all_reduce]")
+                  "[options] SCRIPT [ARGS ...]\n       distlab cluster [node options] --bench [-b 1M -e 16M --op all_reduce]"
+                  "\n       distlab cluster --fault ID [--variant broken|fixed] [--show]")
 
 def _cluster_parser(sub):
     "`distlab cluster`: a job, or distlab bench, on emulated nodes (network namespaces joined by a bridge; root)."
@@ -313,6 +314,11 @@ def _cluster_parser(sub):
     b.add_argument("-n", "--iters", type=int, default=5, help="timed iterations per size (default 5)")
     b.add_argument("-w", "--warmup", type=int, default=1, help="untimed iterations before them (default 1)")
     b.add_argument("-d", "--dtype", default="float32", help="element type (default float32)")
+    f = p.add_argument_group("a fault in the nodes' setup (a lesson: distlab.scenarios.on_nodes)")
+    f.add_argument("--fault", default=None, metavar="ID", help="set up 2 nodes with fault ID (node-firewall, node-mtu, ...; "
+                   "`--fault list` names them) and run its lesson script on them; exit 0 when it ends as the lesson says")
+    f.add_argument("--variant", choices=("broken", "fixed"), default="broken", help="with --fault: the broken setup or the fixed one")
+    f.add_argument("--show", action="store_true", help="with --fault: print the lesson (story, script, each variant's setup commands), run nothing")
     p.add_argument("target", nargs="?", default=None, help="your training script (a module with -m)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for your script")
 
@@ -551,6 +557,7 @@ def cmd_cluster(a) -> int:
     from distlab.run.node_jobs import node_specs, launch_nodes, bench_nodes
     from distlab.run.nodes import NodesUnavailable
     from distlab.run.bench import BenchFailed
+    if a.fault is not None: return _cluster_fault(a)
     specs = node_specs(a.nnodes, link_mbit=a.node_link_mbit, mtu=a.node_mtu, cpu_quota=a.node_cpu_quota, cpus=a.node_cpus,
                        memory_mb=a.node_memory_mb)
     if a.bench and a.target: raise ValueError(f"--bench runs distlab bench's sweep, not {a.target}: drop one of them")
@@ -577,6 +584,39 @@ def cmd_cluster(a) -> int:
     print(res.text(), file=sys.stderr)
     if a.json: print(json.dumps(res.to_dict(), default=str))
     return 0 if res.status == "ok" else EXIT_TIMEOUT if res.status == "timeout" else 1
+
+def _fault_verdict(r: dict) -> tuple[bool, str]:
+    "Whether a node fault's run ended as its lesson says (broken: the fault's diagnosis; fixed: ok, no diagnosis), and that in words."
+    from distlab.scenarios.on_nodes import NODE_FAULTS
+    kind, d = NODE_FAULTS[r["id"]].kind, r["diagnosis"] or {}
+    if r["variant"] == "broken": ok, want = d.get("kind") == kind, f"a {kind} diagnosis"
+    else: ok, want = r["status"] == "ok" and not d, "status ok and no diagnosis"
+    return ok, f"{r['id']} ({r['variant']}): status {r['status']}, diagnosis {d.get('kind')}: " + \
+        ("as expected" if ok else f"NOT as expected ({want})")
+
+def _cluster_fault(a) -> int:
+    "`distlab cluster --fault ID`: the fault's lesson on 2 emulated nodes, or (`--show`) its text."
+    from distlab.scenarios.on_nodes import NODE_FAULTS, show_fault, fault_on_nodes
+    from distlab.run.nodes import NodesUnavailable
+    if a.fault == "list":
+        for f in NODE_FAULTS.values(): print(f"{f.id:<24} {f.title}")
+        return 0
+    if a.fault not in NODE_FAULTS: raise ValueError(f"--fault {a.fault}: no such node fault; pick one of {', '.join(NODE_FAULTS)}")
+    if a.target or a.bench: raise ValueError("--fault runs the fault's own lesson script: drop the script (or --bench)")
+    if a.show: print(show_fault(a.fault)); return 0
+    def echo(node, rank, stream, line):
+        print(f"[node{node}{'' if rank is None else f' rank{rank}'}] {line}", file=sys.stderr if rank is None or stream == "stderr" else sys.stdout, flush=True)
+    try: r = fault_on_nodes(a.fault, a.variant, runs_root=a.runs_root, timeout_s=a.timeout or 120, on_line=echo)
+    except NodesUnavailable as e: print(f"distlab: error: {e}", file=sys.stderr); return 2
+    print(r["cluster"].text(), file=sys.stderr)
+    for cmd in r["setup"]: print("setup: " + " ".join(map(str, cmd)), file=sys.stderr)
+    if r["diagnosis"]: print(f"node 0's diagnosis: {r['diagnosis']['headline']}", file=sys.stderr)
+    if r.get("node1_diagnosis"): print(f"node 1 was told: {r['node1_diagnosis']['headline']}", file=sys.stderr)
+    ok, text = _fault_verdict(r)
+    print(text, file=sys.stderr)
+    if a.json: print(json.dumps({k: v for k, v in r.items() if k != "cluster"}, default=str))
+    return 0 if ok else 1
+
 
 # %% ../nbs/70_cli.ipynb #13a786b5
 def cmd_lab(a) -> int:
