@@ -610,6 +610,7 @@ def _cluster_fault(a) -> int:
     except NodesUnavailable as e: print(f"distlab: error: {e}", file=sys.stderr); return 2
     print(r["cluster"].text(), file=sys.stderr)
     for cmd in r["setup"]: print("setup: " + " ".join(map(str, cmd)), file=sys.stderr)
+    if r.get("env"): print("every rank's environment: " + " ".join(f"{k}={v}" for k, v in r["env"].items()), file=sys.stderr)
     if r["diagnosis"]: print(f"node 0's diagnosis: {r['diagnosis']['headline']}", file=sys.stderr)
     if r.get("node1_diagnosis"): print(f"node 1 was told: {r['node1_diagnosis']['headline']}", file=sys.stderr)
     ok, text = _fault_verdict(r)

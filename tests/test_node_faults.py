@@ -81,3 +81,13 @@ def test_socket_ifname_only_node0_has(runs):
     assert d["culprit_ranks"] == [1] and "ib0" in d["headline"] and "node 1 (host node1)" in d["headline"], d["headline"]
     assert f["status"] == "ok" and f["diagnosis"] is None, f["cluster"].text()
     _clean(b); _clean(f)
+
+def test_the_command_line_runs_a_fault_and_says_it_ended_as_the_lesson_says(tmp_path):
+    "`distlab cluster --fault ID`: the same lesson from a shell; exit 0 when the broken setup gets its diagnosis, nothing left."
+    import json, subprocess, sys
+    p = subprocess.run([sys.executable, "-m", "distlab.cli", "cluster", "--fault", "node-socket-ifname", "--runs-root", str(tmp_path), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "node-socket-ifname (broken): status" in p.stderr and "as expected" in p.stderr, p.stderr[-2000:]
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["diagnosis"]["kind"] == "never-joined" and "node 1" in r["diagnosis"]["headline"], r["diagnosis"]
+    assert "GLOO_SOCKET_IFNAME" in p.stderr and r["left"] == {}, r["left"]
