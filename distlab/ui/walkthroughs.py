@@ -8,8 +8,9 @@ import argparse, filecmp, importlib.util, os, shlex, shutil, subprocess, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['LESSON_FAMILIES', 'walkthrough_paths', 'copy_walkthroughs', 'jupyterlab_command', 'start_command', 'install_command',
-           'machine_summary', 'build_parser', 'main']
+__all__ = ['LESSON_FAMILIES', 'LESSON_07_CLUSTER_RUNS', 'LESSON_07_FAULTS', 'walkthrough_paths', 'copy_walkthroughs',
+           'jupyterlab_command', 'start_command', 'install_command', 'lesson_runs', 'machine_summary', 'build_parser',
+           'main']
 
 # %% ../../nbs/65_walkthroughs.ipynb #4fe2a0b2
 def _shipped_dir() -> Path:
@@ -73,6 +74,16 @@ def install_command() -> str:
 
 # %% ../../nbs/65_walkthroughs.ipynb #44849d89
 LESSON_FAMILIES = {"01": "hangs", "02": "performance", "03": "memory", "04": "numerics", "05": "checkpoints", "06": "doctor"}
+LESSON_07_CLUSTER_RUNS = 4  # lesson 07's `distlab cluster` runs before its node faults: a first job, the hang broken and fixed, the bench
+LESSON_07_FAULTS = ("node-firewall", "node-loopback-hostname", "node-partition")  # its section 5: each broken, and fixed where the setup can fix it
+
+def lesson_runs() -> dict[str, int]:
+    "Runs per lesson in a Run All: each family's scenarios in every variant (lessons 01-06), lesson 07's clusters and node faults."
+    from distlab.scenarios import SCENARIOS
+    from distlab.scenarios.on_nodes import NODE_FAULTS
+    runs = {nb: sum(len(s.variants) for s in SCENARIOS.values() if s.family == fam) for nb, fam in LESSON_FAMILIES.items()}
+    runs["07"] = LESSON_07_CLUSTER_RUNS + sum(1 + (NODE_FAULTS[f].fixed is not None) for f in LESSON_07_FAULTS)
+    return runs
 
 def _capabilities() -> set[str]:
     "The effective capabilities of this process that distlab's privileged scenarios use."
@@ -82,13 +93,12 @@ def _capabilities() -> set[str]:
 
 def machine_summary(ranks_per_run: int = 2) -> str:
     "What this machine carries for a class: cores, learners at one core each, runs per lesson, and what needs root here."
-    from distlab.scenarios import SCENARIOS
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     caps = _capabilities()
-    runs = {nb: sum(len(s.variants) for s in SCENARIOS.values() if s.family == fam) for nb, fam in LESSON_FAMILIES.items()}
+    runs = lesson_runs()
     lines = [f"{cores} cores: {cores} learners at one core each for lessons 1 and 5, {max(1, cores // 2)} for lesson 2 "
              f"(runs of {ranks_per_run} ranks)",
-             "runs per lesson (broken and fixed of each scenario): " + ", ".join(f"{nb}: {n}" for nb, n in runs.items()),
+             "runs per lesson (broken and fixed of each scenario; 07: its clusters): " + ", ".join(f"{nb}: {n}" for nb, n in runs.items()),
              "root-only scenarios (shm-too-small, emulated nodes): " + (
                  "can run here" if os.geteuid() == 0 or {"CAP_SYS_ADMIN", "CAP_NET_ADMIN"} <= caps
                  else f"not run here: needs root (this process has {', '.join(sorted(caps)) or 'no'} capabilities)")]
