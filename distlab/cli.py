@@ -178,6 +178,13 @@ def _doctor_options(p):
     p.add_argument("--batch-mib", type=float, default=None, help="bytes of one batch, in MiB")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="a variable the job will have (repeatable)")
     p.add_argument("--no-gpu", action="store_true", help="skip the NVML checks")
+    m = p.add_argument_group("your monitoring (instead of this machine)")
+    m.add_argument("--prometheus", metavar="URL", default=None, help="ask the Prometheus at URL (http://host:9090) about its targets, "
+                   "distlab's exporter and its Pushgateway groups: targets down and why, stale pushed groups")
+    m.add_argument("--export-port", type=_port, default=DEFAULT_EXPORT_PORT, metavar="PORT",
+                   help=f"where your job's exporter listens (`distlab launch --export PORT`; default {DEFAULT_EXPORT_PORT})")
+    m.add_argument("--stale-intervals", type=float, default=4, metavar="N",
+                   help="a Pushgateway group not pushed for N scrape intervals is stale (default 4)")
 
 def build_parser() -> argparse.ArgumentParser:
     "The `distlab` argument parser."
@@ -541,12 +548,21 @@ def cmd_bench(a) -> int:
 def cmd_doctor(a) -> int:
     "Run every check of this machine; exit 0 when nothing failed, 1 when a check failed."
     from distlab.health.doctor import doctor
+    if a.prometheus is not None: return _doctor_prometheus(a)
     bad = [e for e in a.env if "=" not in e or not e.split("=", 1)[0]]
     if bad: raise ValueError(f"--env {bad[0]!r}: give NAME=VALUE, e.g. --env NCCL_SOCKET_IFNAME=eth0")
     if a.nproc is not None and a.nproc < 1: raise ValueError(f"--nproc {a.nproc}: give 1 or more ranks per node")
     if a.workers < 0 or a.prefetch < 1: raise ValueError("--workers must be >= 0 and --prefetch >= 1 (DataLoader's own limits)")
     rep = doctor(dict(e.split("=", 1) for e in a.env), nproc=a.nproc, backend=a.backend, workers=a.workers,
                  prefetch=a.prefetch, batch_mib=a.batch_mib, gpu=not a.no_gpu)
+    print(json.dumps(rep.to_dict(), indent=1) if a.json else rep.text())
+    return rep.exit_code
+
+def _doctor_prometheus(a) -> int:
+    "`distlab doctor --prometheus URL`: the monitoring's checks; exit 0 when nothing failed, 1 when one did, 2 when Prometheus cannot be asked."
+    from distlab.health.monitoring_checks import monitoring_doctor
+    if a.stale_intervals <= 0: raise ValueError(f"--stale-intervals {a.stale_intervals:g}: give a number of scrape intervals above 0, e.g. 4")
+    rep = monitoring_doctor(a.prometheus, exporter_port=a.export_port, stale_intervals=a.stale_intervals)  # ValueError: one line, exit 2
     print(json.dumps(rep.to_dict(), indent=1) if a.json else rep.text())
     return rep.exit_code
 
