@@ -284,3 +284,18 @@ def test_launch_no_python_runs_a_program_as_bare_torchrun_does(tmp_path):
     assert _records(ours.stdout, r"rank \d of 2") == _records(bare.stdout, r"rank \d of 2") == ["rank 0 of 2", "rank 1 of 2"]
     assert _records(ours.stderr, r"rank \d says hello") == _records(bare.stderr, r"rank \d says hello") == ["rank 0 says hello", "rank 1 says hello"]
     assert "collective watch is off" in ours.stderr
+
+
+def test_doctor_prometheus_on_an_unreachable_url_says_so_in_one_line_within_seconds(tmp_path):
+    import socket, time
+    with socket.socket() as s: s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]  # nothing listens there once closed
+    t0 = time.monotonic()
+    p = distlab("doctor", "--prometheus", f"127.0.0.1:{port}", cwd=tmp_path, timeout=30)
+    took = time.monotonic() - t0
+    assert p.returncode == 2 and p.stdout == "", (p.returncode, p.stdout, p.stderr)
+    (line,) = p.stderr.strip().splitlines()  # one line, no traceback
+    assert line.startswith("distlab: error: cannot reach Prometheus at ") and f"http://127.0.0.1:{port}" in line, line
+    assert "connection refused" in line and "9090" in line, line  # what went wrong, and where Prometheus listens by default
+    assert took < 10, took
+    bad = distlab("doctor", "--prometheus", "ftp://host:9090", cwd=tmp_path, timeout=30)
+    assert bad.returncode == 2 and "not an http(s) URL" in bad.stderr and "http://localhost:9090" in bad.stderr, bad.stderr
