@@ -1,15 +1,15 @@
-"""Real limits (distlab.run.limits) leave nothing behind, whatever way their owner ends: released, SIGKILLed (its
+"""Real limits (distlab.run.limits: CPU quota, throttled volume, memory limit) leave nothing behind, whatever way their owner ends: released, SIGKILLed (its
 reaper removes them), or SIGKILLed with its reaper (the next start sweeps them); a live owner's are never swept."""
 import json, os, signal, subprocess, sys, time
 import psutil
 import pytest
-from distlab.run.limits import Limits, apply_limits, leftovers, missing_privileges, sweep_leftovers
+from distlab.run.limits import Limits, apply_limits, attach_pid, leftovers, missing_privileges, memory_dir, sweep_leftovers
 
-BOTH = Limits(cpu_quota=0.3, read_mb_s=4, fill="distlab.run.limits:write_test_files")
+BOTH = Limits(cpu_quota=0.3, read_mb_s=4, fill="distlab.run.limits:write_test_files", mem_mib=64)
 pytestmark = pytest.mark.skipif(missing_privileges(BOTH) is not None, reason=f"not run: {missing_privileges(BOTH)}")
 NOTHING = {"cgroups": [], "mounts": [], "loops": [], "volumes": [], "state": []}
 OWNER = ("from distlab.run.limits import *; import sys; a = apply_limits(Limits(cpu_quota=0.3, read_mb_s=4, "
-         "fill='distlab.run.limits:write_test_files'), nproc=2); print(a.token, flush=True); sys.stdin.read()")
+         "fill='distlab.run.limits:write_test_files', mem_mib=64), nproc=2); print(a.token, flush=True); sys.stdin.read()")
 
 
 def gone_within(token: str, seconds: float = 20.0) -> dict:
@@ -24,7 +24,7 @@ def start_owner():
     token = p.stdout.readline().strip()
     left = leftovers(token)
     assert all(left[k] for k in ("cgroups", "mounts", "loops", "volumes", "state")), left  # all made
-    assert len(left["cgroups"]) == 2, left  # cpu and blkio
+    assert len(left["cgroups"]) == 3, left  # cpu, blkio, and rank 1's memory
     return p, token
 
 
@@ -33,6 +33,29 @@ def test_released_limits_leave_nothing():
     assert leftovers(a.token)["loops"]
     assert a.release() == {}
     assert leftovers(a.token) == NOTHING
+
+
+def test_a_memory_limit_is_enforced_by_the_oom_killer_and_its_figures_kept():
+    "A process that touches 200 MiB in a 64 MiB memory cgroup is SIGKILLed by the kernel; the cgroup's peak, its OOM kill and the kernel's line are kept; nothing is left."
+    a = apply_limits(Limits(mem_mib=64, mem_ranks=(0,)), nproc=1)
+    try:
+        test = memory_dir(a.token, 0)
+        assert (test / "memory.limit_in_bytes").read_text().strip() == str(64 << 20)
+        if (test / "memory.memsw.limit_in_bytes").exists(): assert (test / "memory.memsw.limit_in_bytes").read_text().strip() == str(64 << 20)
+        hog = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.stdin.read(); x = bytearray(200 << 20); time.sleep(5)"], stdin=subprocess.PIPE)
+        assert attach_pid(a, 0, hog.pid)
+        hog.stdin.close()
+        assert hog.wait(30) == -signal.SIGKILL
+    finally: left = a.release()
+    m = a.memory[0]
+    assert left == {} and leftovers(a.token) == NOTHING, (left, leftovers(a.token))
+    assert m["oom_kills"] == 1 and 60 <= m["peak_mib"] <= 64, m
+    if a_kmsg_readable(): assert any(f"Killed process {hog.pid} (python)" in l for l in m["kernel"]), m["kernel"]
+
+
+def a_kmsg_readable() -> bool:
+    try: os.close(os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)); return True
+    except OSError: return False
 
 
 def test_an_owner_killed_outright_is_cleaned_up_by_its_reaper():

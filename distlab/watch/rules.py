@@ -106,7 +106,10 @@ def signature_enricher(ev: Evidence) -> Enrichment | None:
     m = first_signature(ev.text())
     if m is None: return None
     s = m.signature
-    return Enrichment(cause=s.cause, fix=s.fix, title=s.title, line=getattr(m, "line", ""), source=f"signatures:{s.id}")
+    cause, title = s.cause, s.title
+    if oom := m.details.get("oom_kill"):  # the kernel's log names the process its OOM killer ended: say so, with its line
+        cause, title = f"The kernel's OOM killer ended it: `{oom}`. {cause}", f"{title}: OOM-killed by the kernel"
+    return Enrichment(cause=cause, fix=s.fix, title=title, line=getattr(m, "line", ""), source=f"signatures:{s.id}")
 register_enricher(signature_enricher)
 
 def _tail(path: Path | None, n_chars: int = 20000) -> str:

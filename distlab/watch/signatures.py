@@ -12,7 +12,8 @@ from functools import lru_cache
 from typing import Callable, Iterable
 
 # %% auto #0
-__all__ = ['SIGNATURES', 'Signature', 'SignatureMatch', 'register_signature', 'match_signatures', 'first_signature']
+__all__ = ['SIGNATURES', 'Signature', 'SignatureMatch', 'register_signature', 'match_signatures', 'first_signature',
+           'kernel_oom_kill']
 
 # %% ../../nbs/27_signatures.ipynb #e85517f5
 _FLAGS = re.IGNORECASE | re.MULTILINE
@@ -353,11 +354,31 @@ register_signature(Signature(
     guides=("001", "004"), extract=_port))
 
 # %% ../../nbs/27_signatures.ipynb #b27fc557
+def kernel_oom_kill(pid: int) -> str | None:
+    "The kernel's log line saying its OOM killer killed process `pid` (read from /dev/kmsg: root, or dmesg_restrict=0); None when it has none or it cannot be read."
+    import os
+    try: fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError: return None
+    found, needle = None, f"Killed process {int(pid)} ("
+    try:
+        while True:
+            try: rec = os.read(fd, 8192)
+            except BrokenPipeError: continue  # records overwritten while we read
+            except OSError: break  # EAGAIN: the end of the log
+            if not rec: break
+            msg = rec.decode(errors="replace").split(";", 1)[-1].split("\n", 1)[0].strip()
+            if needle in msg: found = msg  # the last one: a pid the kernel reused is killed later
+    finally: os.close(fd)
+    return found
+
 def _worker(text: str) -> dict:
     out = {}
     if m := _first(r"DataLoader worker \(pid(?:\(s\))? ([\d, ]+)\)", text):
         out["pids"] = [int(p) for p in re.findall(r"\d+", m.group(1))]
     if m := _first(r"killed by signal: ([A-Za-z ]+?)\.", text): out["signal"] = m.group(1)
+    if out.get("signal", "Killed") == "Killed":  # SIGKILL (or not said: `exited unexpectedly`): the kernel's log says whether its OOM killer sent it
+        for pid in out.get("pids", []):
+            if line := kernel_oom_kill(pid): out["oom_kill"] = line; break
     return out
 
 register_signature(Signature(
@@ -378,7 +399,8 @@ register_signature(Signature(
     cause="A worker process of this rank's DataLoader ended abruptly. 'Killed' (SIGKILL) is almost always the kernel's "
           "OOM killer: workers x prefetched batches x per-worker copies of the dataset outgrew host memory. "
           "'Aborted' or 'Segmentation fault' is a crash inside the dataset code or a library that is not fork-safe.",
-    fix="For Killed: confirm with `dmesg | grep -i 'killed process'`, then lower num_workers and prefetch_factor, and "
+    fix="For Killed: confirm with `dmesg | grep -i 'killed process'` (distlab reads the kernel's log where it may and shows "
+        "the line as `oom_kill`: the process it chose and its memory), then lower num_workers and prefetch_factor, and "
         "keep large dataset tables in numpy arrays or memory-mapped files rather than Python lists and dicts (which "
         "are copied page by page into every forked worker). For a crash: rerun with num_workers=0 to get the real "
         "traceback from the dataset. A DataLoader timeout= or persistent_workers=False does not fix either; it only "
