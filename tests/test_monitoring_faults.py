@@ -4,12 +4,13 @@ wrong port leaves the target down with the connection error and no step-time ser
 a rank SIGKILLed while it pushes stays in the Pushgateway with its last step, served as current, while its series from
 the exporter end. And the servers leave nothing behind on any way out, a SIGKILLed starter included. Skipped, with
 the reason, where the servers are not installed."""
-import json, os, signal, subprocess, sys, time
+import contextlib, json, os, re, signal, subprocess, sys, time, urllib.request
 from pathlib import Path
 import psutil
 import pytest
 from helpers import gone_within, wait_for
-from distlab.health.monitoring_faults import OWNER, STALE_AFTER_S, Prometheus, Pushgateway, missing_servers
+from distlab.health.exporter import Exporter
+from distlab.health.monitoring_faults import OWNER, STALE_AFTER_S, Prometheus, Pushgateway, ScrapeJob, free_port, missing_servers, query
 
 STEM = "06_doctor_and_monitoring"
 NPROC, STEP_S = 2, 0.05  # the walkthrough's job: 2 ranks, 0.05 s slept per step
@@ -103,3 +104,92 @@ def test_the_servers_leave_nothing_on_any_exit_path():
     finally:
         if starter.poll() is None: os.killpg(starter.pid, signal.SIGKILL); starter.wait()
     assert not our_servers(), our_servers()
+
+
+def not_ok(report: dict) -> dict:
+    "name -> status of a doctor report's checks that are not ok."
+    return {c["name"]: c["status"] for c in report["checks"] if c["status"] != "ok"}
+
+
+@pytest.mark.slow
+@pytest.mark.papermill
+def test_the_doctor_reads_both_faults_off_the_walkthroughs_prometheus(monitoring):
+    # `distlab doctor --prometheus`'s checks, asked of the walkthrough's own servers while each fault was live
+    broken, fixed = monitoring["scrape-wrong-port"]["broken"], monitoring["scrape-wrong-port"]["fixed"]
+    down = f"target:distlab/127.0.0.1:{broken['scrape_port']}"
+    assert not_ok(broken["doctor"]) == {down: "fail", "exporter": "warn"}, broken["doctor"]
+    (c,) = [c for c in broken["doctor"]["checks"] if c["name"] == down]
+    assert "connection refused" in c["evidence"] and f"--export PORT` listens on ({broken['exporter_port']}" in c["fix"], c
+    assert fixed["doctor"]["exit_code"] == 0 and not_ok(fixed["doctor"]) == {}, fixed["doctor"]
+    assert {c["name"] for c in fixed["doctor"]["checks"]} >= {"exporter", *(f"push:job=train,rank={r}" for r in range(NPROC))}, fixed["doctor"]
+    # after the SIGKILL: the exporter's target is down and both ranks' groups are stale, each with the command that clears it
+    after = monitoring["pushgateway-stale"]["doctor"]
+    bad = not_ok(after)
+    assert {k: v for k, v in bad.items() if k.startswith("push:")} == {f"push:job=train,rank={r}": "fail" for r in range(NPROC)}, bad
+    assert bad.get(f"target:distlab/127.0.0.1:{fixed['exporter_port']}") == "fail" and after["exit_code"] == 1, bad
+    assert all("curl -X DELETE http://" in c["fix"] for c in after["checks"] if c["name"].startswith("push:")), after
+
+
+def doctor_cli(url: str, *args) -> subprocess.CompletedProcess:
+    "`distlab doctor --prometheus URL ARGS` as a user runs it."
+    return subprocess.run([sys.executable, "-m", "distlab.cli", "doctor", "--prometheus", url, *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def lines_of(out: str) -> dict:
+    "name -> (status, the rest of the line) of the doctor's printed checks."
+    got = {}
+    for line in out.splitlines():
+        if m := re.match(r"(OK|WARN|FAIL)\s+(\S+)\s+(.*)", line): got[m[2]] = (m[1], m[3])
+    return got
+
+
+PUSHER = """import sys, time, urllib.request
+for step in range(10**6):  # a rank pushing its step to the Pushgateway, as push_to_gateway does
+    urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=f"train_step {step}\\n".encode(), method="PUT"), timeout=5)
+    print(step, flush=True); time.sleep(0.1)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.papermill
+def test_distlab_doctor_prometheus_names_the_down_target_and_the_stale_group_then_is_clean(monitoring):
+    # the two faults again on real servers, without a new job: the exporter serves the walkthrough's finished run, and
+    # the pushing rank is a process that pushes its step every 0.1 s until it is SIGKILLed
+    with contextlib.ExitStack() as stack:
+        gw, ex = stack.enter_context(Pushgateway()), stack.enter_context(Exporter(monitoring["run_dir"], port=0))
+        wrong = free_port()
+        push = ScrapeJob("pushgateway", [gw.address], honor_labels=True)
+        broken = stack.enter_context(Prometheus([ScrapeJob("distlab", [f"127.0.0.1:{wrong}"]), push]))
+        fixed = stack.enter_context(Prometheus([ScrapeJob("distlab", [f"127.0.0.1:{ex.port}"]), push]))
+        pusher = subprocess.Popen([sys.executable, "-c", PUSHER, f"{gw.url}/metrics/job/train/rank/1"], stdout=subprocess.PIPE, text=True)
+        stack.callback(lambda: (pusher.kill(), pusher.wait()))
+        for _ in range(3): assert pusher.stdout.readline(), "the pusher died before pushing 3 steps"
+        pusher.send_signal(signal.SIGKILL); pusher.wait(10); killed_t = time.time()
+        for p in (broken, fixed):
+            for j in p.jobs: p.wait_scraped(j.name, j.targets[0])
+        wait_for(lambda: query(broken.url, 'train_step{job="train"}') and time.time() - killed_t > STALE_AFTER_S + 0.5, 30, 0.1,
+                 "the dead rank's last step in Prometheus, older than the staleness limit")
+
+        # broken: the target on the wrong port, no distlab series, the dead rank's group: exit 1, each with its fix
+        t0 = time.monotonic(); b = doctor_cli(broken.url, "--export-port", str(ex.port)); took = time.monotonic() - t0
+        assert b.returncode == 1 and b.stderr == "", (b.returncode, b.stdout, b.stderr)
+        got = lines_of(b.stdout)
+        status, text = got[f"target:distlab/127.0.0.1:{wrong}"]
+        assert status == "FAIL" and "connection refused" in text and f"({ex.port} unless told" in text.split("->")[1], text
+        assert got["exporter"][0] == "WARN" and "--export" in got["exporter"][1], got["exporter"]
+        status, text = got["push:job=train,rank=1"]
+        fix = f"curl -X DELETE http://{gw.address}/metrics/job/train/rank/1"
+        assert status == "FAIL" and "last push" in text and fix in text.split("->")[1], text
+        assert took < 10, took
+
+        # fixed: Prometheus scrapes the exporter's port, and the group is deleted with the doctor's own command: exit 0
+        urllib.request.urlopen(urllib.request.Request(fix.split()[-1], method="DELETE"), timeout=5)
+        wait_for(lambda: not query(fixed.url, "push_time_seconds"), 30, 0.1, "the deleted group to leave Prometheus")
+        f = doctor_cli(fixed.url, "--export-port", str(ex.port))
+        assert f.returncode == 0 and f.stderr == "", (f.returncode, f.stdout, f.stderr)
+        got = lines_of(f.stdout)
+        assert {n for n, (st, _) in got.items() if st != "OK"} == set(), f.stdout
+        assert f"distlab/127.0.0.1:{ex.port}" in got["exporter"][1], got["exporter"]
+        servers = [(s.proc, s.dir) for s in (gw, broken, fixed)]
+    assert all(proc.poll() is not None and not d.exists() for proc, d in servers), servers  # nothing of the servers is left

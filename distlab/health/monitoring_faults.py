@@ -9,6 +9,7 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 from .doctor import Check, DoctorReport, OK_FIX
 from .exporter import DEFAULT_PORT, Exporter
+from .monitoring_checks import monitoring_doctor
 
 # %% auto #0
 __all__ = ['MONITORING_FAULTS', 'SERVERS', 'SCRAPE_INTERVAL_S', 'STALE_AFTER_S', 'OWNER', 'MonitoringFault', 'server_binary',
@@ -434,13 +435,16 @@ def scrape_outcome(prom: Prometheus, job: MonitoredJob, timeout_s: float = 60.0)
     if target.health == "up" and len(got) < job.nproc:  # scraped before every rank's first timed steps: the next scrape has them
         got = _wait(lambda: len(s := step()) == job.nproc and s, timeout_s, "the step-time series of every rank")
     port, first_t = int(address.rpartition(":")[2]), prom.first_sample_t(f'up{{job="distlab", instance="{address}"}}')
+    for j in prom.jobs:  # every target scraped once: what `distlab doctor --prometheus` says then is about the setup, not the start
+        for a in j.targets: prom.wait_scraped(j.name, a, timeout_s)
     return {"fault": "scrape-wrong-port", "seeds": MONITORING_FAULTS["scrape-wrong-port"].seeds,
             "variant": "fixed" if port == job.export_port else "broken",
             "scrape_port": port, "exporter_port": job.export_port, "health": target.health, "last_error": target.last_error,
             "first_scrape_after_s": round(first_t - prom.loaded_t, 3), "scrape_interval_s": prom.scrape_interval_s,
             "up": next((v for _, v in prom.query('up{job="distlab"}')), None),
             "step_seconds": got, "config": prom.config_text(),
-            "checks": [asdict(c) for c in check_scrape_targets(prom.url, "distlab", job.export_port).checks]}
+            "checks": [asdict(c) for c in check_scrape_targets(prom.url, "distlab", job.export_port).checks],
+            "doctor": monitoring_doctor(prom.url, job.export_port, STALE_AFTER_S / prom.scrape_interval_s).to_dict()}
 
 def kill_pushing_rank(prom: Prometheus, gw: Pushgateway, job: MonitoredJob,
                       rank: int = 1,  # the rank to SIGKILL
@@ -477,7 +481,8 @@ def kill_pushing_rank(prom: Prometheus, gw: Pushgateway, job: MonitoredJob,
             "up_pushgateway": next((v for _, v in prom.query('up{job="pushgateway"}')), None),
             "run_status": res.status, "exit_codes": res.exit_codes, "diagnosis": getattr(res.diagnosis, "kind", None),
             "culprit_ranks": getattr(res.diagnosis, "culprit_ranks", None), "headline": getattr(res.diagnosis, "headline", None),
-            "checks": [asdict(c) for c in (check_pushgateway(gw.url, stale_after_s).checks + check_scrape_targets(prom.url, "distlab", job.export_port).checks)]}
+            "checks": [asdict(c) for c in (check_pushgateway(gw.url, stale_after_s).checks + check_scrape_targets(prom.url, "distlab", job.export_port).checks)],
+            "doctor": monitoring_doctor(prom.url, job.export_port, stale_after_s / prom.scrape_interval_s).to_dict()}
 
 # %% ../../nbs/86_monitoring_faults.ipynb #20fca797
 def monitoring_faults(nproc: int = 2, backend: str = "auto", runs_root: str | Path | None = None) -> dict:
