@@ -2,14 +2,11 @@
 its lesson says, with the script's own lines and figures, each fixed script passes its checks and is the file that
 ran, the full-disk lesson leaves no mount behind, and the grader takes a second, different fix and refuses a non-fix
 of two scenarios. The broken and fixed runs are walkthrough 05's (made once per session); the 4 tries go two at a time."""
-import hashlib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
 from distlab.scenarios import SCENARIOS, unmet_needs
 from distlab.scenarios.checkpoints import mounts_under
-from distlab.scenarios.lesson import ran_hashes, try_fix
-from helpers import gone_within
+from helpers import assert_ran, assert_verdict, lesson_runs, traceback_line
 
 FIXES = Path(__file__).parent / "fixes"
 NPROC = 2
@@ -25,14 +22,6 @@ TRIES = [
 ]
 
 pytestmark = pytest.mark.timeout(900)
-
-
-def line_of(sid: str, snippet: str, variant: str = "broken") -> str:
-    "`broken.py:N`, N the one line of scenario `sid`'s script whose statement starts with `snippet`."
-    path = SCENARIOS[sid].script_path(variant)
-    hits = [n for n, l in enumerate(path.read_text().splitlines(), 1) if l.strip().startswith(snippet)]
-    assert len(hits) == 1, f"{snippet!r} is on {len(hits)} lines of {path}"
-    return f"{path.name}:{hits[0]}"
 
 
 def test_the_lessons_and_tries():
@@ -55,24 +44,14 @@ def runs(walkthroughs, tmp_path_factory):
     "Both variants of every checkpoints lesson (walkthrough 05's runs) and every try on 2 real gloo ranks, two at a time."
     if unmet_needs(SCENARIOS["checkpoint-disk-full"]): pytest.skip(unmet_needs(SCENARIOS["checkpoint-disk-full"]))
     root = tmp_path_factory.mktemp("checkpoints")
-    with ThreadPoolExecutor(2) as pool:
-        tries = pool.map(lambda t: try_fix(t[0], FIXES / t[0] / t[1], nproc=NPROC, backend="gloo", runs_root=root), TRIES)
-        out = {("try", s, n): v for (s, n, _, _), v in zip(TRIES, tries)}
-    for (sid, variant), o in walkthroughs.by_variant("05_checkpoints").items():
-        if sid in LESSONS: out["run", sid, variant] = o
-    assert {(sid, v) for _, sid, v in out if v in ("broken", "fixed")} >= {(s, v) for s in LESSONS for v in ("broken", "fixed")}
-    for o in out.values(): gone_within(Path((o.outcome if hasattr(o, "outcome") else o).run_dir).name, 5)
-    return out
+    return lesson_runs(walkthroughs, ["05_checkpoints"], LESSONS, TRIES, root, FIXES, NPROC, variants=("broken", "fixed"))
 
 
 def traceback_of(o) -> str:
     return (o.failure or {}).get("traceback") or ""
 
 
-def at_line(sid: str, snippet: str) -> str:
-    "How a traceback names the line of the broken script that starts with `snippet`: `broken.py\", line N`."
-    name, n = line_of(sid, snippet).split(":")
-    return f'{name}", line {n}'
+at_line = traceback_line  # how a traceback names the broken script's line that starts with a snippet
 
 
 # what each broken run must show beyond its Expect and checks: the script's own line, the figures the lesson quotes
@@ -128,8 +107,7 @@ def test_fixed_passes_and_is_the_file_shown(runs, sid):
     o = runs["run", sid, "fixed"]
     assert o.matched and o.diagnosis is None, f"{o.problems}\nfailure: {o.failure}\n{o.diagnosis_text or ''}"
     assert {k: o.figures.get(k) for k in FIXED[sid]} == FIXED[sid], o.figures
-    text = SCENARIOS[sid].script_path("fixed").read_bytes()
-    assert set(ran_hashes(o.run_dir).values()) == {hashlib.sha256(text).hexdigest()}  # the shown script is what ran
+    assert_ran(o.run_dir, SCENARIOS[sid].script_path("fixed"))  # the shown script is what ran
 
 
 @pytest.mark.slow
@@ -137,21 +115,16 @@ def test_the_unsafe_file_is_refused_and_nothing_runs(runs):
     o = runs["run", "unsafe-load", "fixed"]  # the fix is the refusal: the rank stops with torch's error, named by its signature
     assert o.matched and o.status == "failed" and o.figures == {"code_ran_in": [], "refused": True}, (o.problems, o.figures)
     assert at_line_fixed("unsafe-load", "state = torch.load(CKPT") in traceback_of(o), traceback_of(o)[-600:]
-    text = SCENARIOS["unsafe-load"].script_path("fixed").read_bytes()
-    assert set(ran_hashes(o.run_dir).values()) == {hashlib.sha256(text).hexdigest()}
+    assert_ran(o.run_dir, SCENARIOS["unsafe-load"].script_path("fixed"))
 
 
-def at_line_fixed(sid: str, snippet: str) -> str:
-    name, n = line_of(sid, snippet, "fixed").split(":")
-    return f'{name}", line {n}'
+def at_line_fixed(sid: str, snippet: str) -> str: return traceback_line(sid, snippet, "fixed")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sid,name,passes,says", TRIES, ids=[f"{c[0]}/{c[1]}" for c in TRIES])
 def test_the_grader_takes_another_fix_and_refuses_a_non_fix(runs, sid, name, passes, says):
     v = runs["try", sid, name]
-    assert v.passed is passes, v.text()
-    assert says in " ".join(v.reasons), v.text()
+    assert_verdict(v, passes, says, FIXES / sid / name)
     if not passes and v.outcome.status != "ok" and not SCENARIOS[sid].launch_options.get("max_restarts"):  # the watcher's who (with a restart, a loaded
         assert v.outcome.diagnosis is not None and "rank 0" in v.reasons[0], v.text()  # machine may end it undiagnosed: see the report)
-    assert set(ran_hashes(v.outcome.run_dir).values()) == {hashlib.sha256((FIXES / sid / name).read_bytes()).hexdigest()}

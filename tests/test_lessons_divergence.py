@@ -2,14 +2,11 @@
 with its kind, culprit rank and the script's own lines, each fixed script trains clean, and the grader takes a
 second, different fix and refuses a non-fix with the watcher's reason. The broken and fixed runs are walkthroughs 01's
 and 04's (made once per session); the 7 learner tries under tests/fixes/<id>/ go two at a time."""
-import hashlib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
 from distlab.scenarios import SCENARIOS
 from distlab.scenarios.divergence import DIVERGENCE
-from distlab.scenarios.lesson import ran_hashes, try_fix
-from helpers import gone_within
+from helpers import assert_ran, assert_verdict, lesson_runs, line_of
 
 FIXES = Path(__file__).parent / "fixes"
 NPROC = 2
@@ -27,14 +24,6 @@ TRIES = [
 pytestmark = pytest.mark.timeout(900)
 
 
-def line_of(sid: str, snippet: str, variant: str = "broken") -> str:
-    "`broken.py:N`, N the one line of scenario `sid`'s script whose statement starts with `snippet`."
-    path = SCENARIOS[sid].script_path(variant)
-    hits = [n for n, l in enumerate(path.read_text().splitlines(), 1) if l.strip().startswith(snippet)]
-    assert len(hits) == 1, f"{snippet!r} is on {len(hits)} lines of {path}"
-    return f"{path.name}:{hits[0]}"
-
-
 def test_the_tries_cover_two_fixes_and_a_non_fix_of_two_scenarios():
     assert set(DIVERGENCE) <= set(SCENARIOS) and all((FIXES / s / n).is_file() for s, n, _, _ in TRIES)
     both = [sid for sid in DIVERGENCE if {p for s, _, p, _ in TRIES if s == sid} == {True, False}]
@@ -48,15 +37,8 @@ WALKTHROUGH = {"hangs": "01_hangs_and_mismatches", "numerics": "04_numerics"}  #
 def runs(walkthroughs, tmp_path_factory):
     "Every variant of every divergence scenario (the walkthroughs' runs, made once per session) and every try on 2 real gloo ranks, two at a time."
     root = tmp_path_factory.mktemp("divergence")
-    with ThreadPoolExecutor(2) as pool:
-        tries = pool.map(lambda t: try_fix(t[0], FIXES / t[0] / t[1], nproc=NPROC, backend="gloo", runs_root=root), TRIES)
-        out = {("try", s, n): v for (s, n, _, _), v in zip(TRIES, tries)}
-    for fam in {SCENARIOS[sid].family for sid in DIVERGENCE}:
-        for (sid, variant), o in walkthroughs.by_variant(WALKTHROUGH[fam]).items():
-            if sid in DIVERGENCE: out["run", sid, variant] = o
-    assert {(sid, v) for _, sid, v in out if sid in DIVERGENCE and v in ("broken", "fixed")} >= {(s, v) for s in DIVERGENCE for v in ("broken", "fixed")}
-    for o in out.values(): gone_within(Path((o.outcome if hasattr(o, "outcome") else o).run_dir).name, 5)
-    return out
+    stems = sorted({WALKTHROUGH[SCENARIOS[sid].family] for sid in DIVERGENCE})
+    return lesson_runs(walkthroughs, stems, DIVERGENCE, TRIES, root, FIXES, NPROC, variants=("broken", "fixed"))
 
 
 def _sides(d):
@@ -105,15 +87,12 @@ def test_broken_is_diagnosed_at_the_scripts_line(runs, sid):
 def test_fixed_trains_clean(runs, sid):
     o = runs["run", sid, "fixed"]
     assert o.matched and o.diagnosis is None, f"{o.problems}\nfailure: {o.failure}\n{o.diagnosis_text or ''}"
-    text = SCENARIOS[sid].script_path("fixed").read_bytes()
-    assert set(ran_hashes(o.run_dir).values()) == {hashlib.sha256(text).hexdigest()}  # the shown script is what ran
+    assert_ran(o.run_dir, SCENARIOS[sid].script_path("fixed"))  # the shown script is what ran
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sid,name,passes,says", TRIES, ids=[f"{c[0]}/{c[1]}" for c in TRIES])
 def test_the_grader_takes_another_fix_and_refuses_a_non_fix(runs, sid, name, passes, says):
     v = runs["try", sid, name]
-    assert v.passed is passes, v.text()
-    assert says in " ".join(v.reasons), v.text()
+    assert_verdict(v, passes, says, FIXES / sid / name)
     if says == "still hangs": assert v.outcome.diagnosis is not None and "rank" in v.reasons[0], v.text()  # the watcher's who and where
-    assert set(ran_hashes(v.outcome.run_dir).values()) == {hashlib.sha256((FIXES / sid / name).read_bytes()).hexdigest()}

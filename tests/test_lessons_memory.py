@@ -3,14 +3,11 @@ allocator error under the limit its launch sets, and its memory record shows the
 budget; each fix trains every step under the budget, running exactly the script shown; and the grader takes other
 fixes and refuses non-fixes with the reason. The broken and fixed runs are walkthrough 03's (made once per session);
 the 4 learner tries under tests/fixes/<id>/ go two at a time."""
-import hashlib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
 from distlab.scenarios import SCENARIOS
-from distlab.scenarios.lesson import ran_hashes, try_fix
 from distlab.scenarios.memory import memory_events, rank_peaks
-from helpers import gone_within
+from helpers import assert_ran, assert_verdict, lesson_runs, script_lines
 
 FIXES = Path(__file__).parent / "fixes"
 NPROC = 2
@@ -36,20 +33,7 @@ def test_the_tries_cover_two_fixes_and_a_non_fix():
 def runs(walkthroughs, tmp_path_factory):
     "Every variant of the memory family (walkthrough 03's runs, made once per session) and every try on 2 real gloo ranks, two at a time."
     root = tmp_path_factory.mktemp("memory")
-    with ThreadPoolExecutor(2) as pool:
-        tries = pool.map(lambda t: try_fix(t[0], FIXES / t[0] / t[1], nproc=NPROC, backend="gloo", runs_root=root), TRIES)
-        out = {("try", s, n): v for (s, n, _, _), v in zip(TRIES, tries)}
-    for (sid, variant), o in walkthroughs.by_variant("03_memory").items():
-        out["run", sid, variant] = o
-    assert {(s, v) for _, s, v in out if s in MEMORY} >= {(s, v) for s in MEMORY for v in SCENARIOS[s].variants}
-    for o in out.values(): gone_within(Path((o.outcome if hasattr(o, "outcome") else o).run_dir).name, 5)
-    return out
-
-
-def _script_lines(sid: str, *snippets: str) -> set[str]:
-    "`broken.py\", line N` for each line of `sid`'s broken script whose statement starts with one of `snippets`."
-    path = SCENARIOS[sid].script_path("broken")
-    return {f'{path.name}", line {n}' for n, l in enumerate(path.read_text().splitlines(), 1) if l.strip().startswith(snippets)}
+    return lesson_runs(walkthroughs, ["03_memory"], MEMORY, TRIES, root, FIXES, NPROC)
 
 
 @pytest.mark.slow
@@ -59,7 +43,7 @@ def test_broken_dies_of_the_real_limit_and_the_figure_shows_the_failed_allocatio
     assert o.matched, f"{o.problems}\n{o.diagnosis_text}"
     tb = o.failure["traceback"]
     assert "DefaultCPUAllocator: can't allocate memory" in tb, tb
-    assert any(s in tb for s in _script_lines(sid, "loss = ", "loss.backward()", "opt.step()")), tb  # the script's own step
+    assert any(s in tb for s in script_lines(sid, "loss = ", "loss.backward()", "opt.step()")), tb  # the script's own step
     dead = o.failure["rank"]
     if sid == "uneven-memory": assert dead == 1 and o.diagnosis["culprit_ranks"] == [1], o.diagnosis_text  # the small card
     (e,) = memory_events(o.run_dir, dead, failed=True)
@@ -75,8 +59,7 @@ def test_broken_dies_of_the_real_limit_and_the_figure_shows_the_failed_allocatio
 def test_each_fix_trains_every_step_under_the_budget_running_the_script_shown(runs, sid, variant):
     o = runs["run", sid, variant]
     assert o.matched and o.diagnosis is None, f"{o.problems}\nfailure: {o.failure}\n{o.diagnosis_text or ''}"
-    text = SCENARIOS[sid].script_path(variant).read_bytes()
-    assert set(ran_hashes(o.run_dir).values()) == {hashlib.sha256(text).hexdigest()}
+    assert_ran(o.run_dir, SCENARIOS[sid].script_path(variant))
     peaks = rank_peaks(o.run_dir)
     assert set(peaks) == set(range(NPROC)), peaks
     for r, e in peaks.items():
@@ -94,6 +77,4 @@ def test_the_leak_grows_and_the_fix_is_flat(runs):
 @pytest.mark.parametrize("sid,name,passes,says", TRIES, ids=[f"{c[0]}/{c[1]}" for c in TRIES])
 def test_the_grader_takes_another_fix_and_refuses_a_non_fix(runs, sid, name, passes, says):
     v = runs["try", sid, name]
-    assert v.passed is passes, v.text()
-    assert says in " ".join(v.reasons), v.text()
-    assert set(ran_hashes(v.outcome.run_dir).values()) == {hashlib.sha256((FIXES / sid / name).read_bytes()).hexdigest()}
+    assert_verdict(v, passes, says, FIXES / sid / name)

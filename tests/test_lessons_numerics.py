@@ -3,14 +3,11 @@
 clean and buys what it should, and the grader takes a learner's other fix and refuses a non-fix with its reason. The
 broken and fixed runs are walkthrough 04's (made once per session); the learner tries under tests/fixes/<id>/ go two
 at a time."""
-import hashlib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
 from distlab.scenarios import SCENARIOS
 from distlab.scenarios.numerics import NUMERICS
-from distlab.scenarios.lesson import ran_hashes, try_fix
-from helpers import gone_within
+from helpers import assert_ran, assert_verdict, lesson_runs
 
 FIXES = Path(__file__).parent / "fixes"
 NPROC = 2
@@ -37,14 +34,7 @@ def test_the_tries_cover_a_fix_and_a_non_fix_of_two_scenarios():
 def runs(walkthroughs, tmp_path_factory):
     "Every variant of every numerics lesson (walkthrough 04's runs, made once per session) and every try on 2 real gloo ranks, two at a time."
     root = tmp_path_factory.mktemp("numerics")
-    with ThreadPoolExecutor(2) as pool:
-        tries = pool.map(lambda t: try_fix(t[0], FIXES / t[0] / t[1], nproc=NPROC, backend="gloo", runs_root=root), TRIES)
-        out = {("try", s, n): v for (s, n, _, _), v in zip(TRIES, tries)}
-    for (sid, variant), o in walkthroughs.by_variant("04_numerics").items():
-        if sid in NUMERICS: out["run", sid, variant] = o
-    assert {(sid, v) for _, sid, v in out if sid in NUMERICS} >= set(VARIANTS)
-    for o in out.values(): gone_within(Path((o.outcome if hasattr(o, "outcome") else o).run_dir).name, 5)
-    return out
+    return lesson_runs(walkthroughs, ["04_numerics"], NUMERICS, TRIES, root, FIXES, NPROC)
 
 
 # what each broken run must show beyond its Expect: the evidence, as figures
@@ -96,14 +86,11 @@ def test_fixed_trains_clean(runs, sid, variant):
     o = runs["run", sid, variant]
     assert o.matched and o.diagnosis is None, f"{o.problems}\nfailure: {o.failure}\n{o.diagnosis_text or ''}"
     assert FIXED.get((sid, variant), lambda f: True)(o.figures), o.figures
-    text = SCENARIOS[sid].script_path(variant).read_bytes()
-    assert set(ran_hashes(o.run_dir).values()) == {hashlib.sha256(text).hexdigest()}  # the shown script is what ran
+    assert_ran(o.run_dir, SCENARIOS[sid].script_path(variant))  # the shown script is what ran
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sid,name,passes,says", TRIES, ids=[f"{c[0]}/{c[1]}" for c in TRIES])
 def test_the_grader_takes_another_fix_and_refuses_a_non_fix(runs, sid, name, passes, says):
     v = runs["try", sid, name]
-    assert v.passed is passes, v.text()
-    assert says in " ".join(v.reasons), v.text()
-    assert set(ran_hashes(v.outcome.run_dir).values()) == {hashlib.sha256((FIXES / sid / name).read_bytes()).hexdigest()}
+    assert_verdict(v, passes, says, FIXES / sid / name)

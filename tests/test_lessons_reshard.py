@@ -5,13 +5,10 @@ error, at the script's own line; fixed (a full state dict gathered to rank 0) an
 trained loss on the fixed batch at both world sizes, from the script shown. The grader takes another fix
 (`DTensor.full_tensor()`) and refuses guide 001's `FSDP.summon_full_params`. The three variants' runs are
 walkthrough 05's (made once per session, shared with test_lessons_checkpoints); the 2 tries go two at a time."""
-import hashlib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
 from distlab.scenarios import SCENARIOS
-from distlab.scenarios.lesson import ran_hashes, try_fix
-from helpers import gone_within
+from helpers import all_gone, assert_ran, assert_verdict, run_tries, traceback_line
 
 SID = "fsdp-reshard"
 FIXES = Path(__file__).parent / "fixes" / SID
@@ -27,22 +24,17 @@ pytestmark = pytest.mark.timeout(900)
 
 def line_of(snippet: str, variant: str = "broken") -> str:
     "How a traceback names the one line of the script whose statement starts with `snippet`: `broken.py\", line N`."
-    path = SCENARIOS[SID].script_path(variant)
-    hits = [n for n, l in enumerate(path.read_text().splitlines(), 1) if l.strip().startswith(snippet)]
-    assert len(hits) == 1, f"{snippet!r} is on {len(hits)} lines of {path}"
-    return f'{path.name}", line {hits[0]}'
+    return traceback_line(SID, snippet, variant)
 
 
 @pytest.fixture(scope="module")
 def runs(walkthroughs, tmp_path_factory):
     "The three variants (walkthrough 05's runs) and the two tries on 2 real gloo ranks, two at a time."
     root = tmp_path_factory.mktemp("reshard")
-    with ThreadPoolExecutor(2) as pool:
-        out = dict(zip([n for n, _, _ in TRIES],
-                       pool.map(lambda t: try_fix(SID, FIXES / t[0], nproc=NPROC, backend="gloo", runs_root=root), TRIES)))
+    out = dict(zip([n for n, _, _ in TRIES], run_tries([(SID, n) for n, _, _ in TRIES], root, FIXES.parent, NPROC)))
     out |= {v: o for (sid, v), o in walkthroughs.by_variant("05_checkpoints").items() if sid == SID}
     assert set(SCENARIOS[SID].variants) <= set(out), sorted(out)
-    for o in out.values(): gone_within(Path((o.outcome if hasattr(o, "outcome") else o).run_dir).name, 5)
+    all_gone(out)
     return out
 
 
@@ -68,15 +60,12 @@ def test_fixed_loads_at_2_and_at_1(runs, variant, files):
     f = o.figures
     assert f["loss_resumed_at_world_2"] == [f["trained_loss"]] * NPROC and f["loss_at_world_1"] == f["trained_loss"], f
     assert sorted(n.split("/")[-1] for n in f["checkpoint_files"]) == files, f
-    text = SCENARIOS[SID].script_path(variant).read_bytes()
-    assert set(ran_hashes(o.run_dir).values()) == {hashlib.sha256(text).hexdigest()}  # the shown script is what ran
+    assert_ran(o.run_dir, SCENARIOS[SID].script_path(variant))  # the shown script is what ran
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,passes,says", TRIES, ids=[t[0] for t in TRIES])
 def test_the_grader_takes_another_fix_and_refuses_a_non_fix(runs, name, passes, says):
     v = runs[name]
-    assert v.passed is passes, v.text()
-    assert says in " ".join(v.reasons), v.text()
+    assert_verdict(v, passes, says, FIXES / name)
     if not passes: assert v.outcome.diagnosis is not None and "rank 0" in v.reasons[0], v.text()
-    assert set(ran_hashes(v.outcome.run_dir).values()) == {hashlib.sha256((FIXES / name).read_bytes()).hexdigest()}

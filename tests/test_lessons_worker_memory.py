@@ -3,14 +3,11 @@ forked from ranks that hold their corpus as Python lists get private copies of i
 their private memory (USS) and PSS climb while their RSS, what `top` shows, stays flat; with the corpus in tensors
 the workers stay flat. The figures are the health samples distlab takes of every rank's children, for any script.
 The broken and fixed runs are walkthrough 03's (made once per session); two learner tries run side by side."""
-import hashlib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
 from distlab.scenarios import SCENARIOS
-from distlab.scenarios.lesson import ran_hashes, try_fix
 from distlab.scenarios.worker_memory import MAX_FLAT_GROWTH_MIB, MIN_GROWTH_MIB, worker_figures, worker_series
-from helpers import gone_within
+from helpers import all_gone, assert_ran, assert_verdict, run_tries
 
 SID = "worker-memory-growth"
 FIXES = Path(__file__).parent / "fixes" / SID
@@ -28,18 +25,15 @@ pytestmark = pytest.mark.timeout(900)
 def runs(walkthroughs, tmp_path_factory):
     "The lesson's broken and fixed runs (walkthrough 03's, made once per session) and the tries on 2 real gloo ranks, two at a time."
     root = tmp_path_factory.mktemp("worker-memory")
-    with ThreadPoolExecutor(2) as pool:
-        tries = pool.map(lambda t: try_fix(SID, FIXES / t[0], nproc=NPROC, backend="gloo", runs_root=root), TRIES)
-        out = {("try", name): v for (name, _, _), v in zip(TRIES, tries)}
+    tries = run_tries([(SID, name) for name, _, _ in TRIES], root, FIXES.parent, NPROC)
+    out = {("try", name): v for (name, _, _), v in zip(TRIES, tries)}
     got = walkthroughs.by_variant("03_memory")
     for variant in SCENARIOS[SID].variants: out["run", variant] = got[SID, variant]
-    for o in out.values(): gone_within(Path((o.outcome if hasattr(o, "outcome") else o).run_dir).name, 5)
+    all_gone(out)
     return out
 
 
-def _ran_the_script_shown(o, variant: str):
-    want = hashlib.sha256(SCENARIOS[SID].script_path(variant).read_bytes()).hexdigest()
-    assert ran_hashes(o.run_dir) == {r: want for r in range(NPROC)}, (variant, ran_hashes(o.run_dir))
+def _ran_the_script_shown(o, variant: str): assert_ran(o.run_dir, SCENARIOS[SID].script_path(variant), NPROC)
 
 
 @pytest.mark.slow
@@ -75,7 +69,18 @@ def test_fixed_workers_stay_flat_running_the_script_shown(runs):
 @pytest.mark.slow
 @pytest.mark.parametrize("name,passes,says", TRIES, ids=[t[0] for t in TRIES])
 def test_the_grader_takes_another_fix_and_refuses_a_non_fix(runs, name, passes, says):
-    v = runs["try", name]
-    assert v.passed is passes, v.text()
-    assert says in " ".join(v.reasons), v.text()
-    assert set(ran_hashes(v.outcome.run_dir).values()) == {hashlib.sha256((FIXES / name).read_bytes()).hexdigest()}
+    assert_verdict(runs["try", name], passes, says, FIXES / name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["broken", "fixed"])
+def test_the_tour_saves_the_workers_memory_figure(runs, variant, tmp_path):
+    from distlab.cli import _save_plots  # what `distlab tour` does with each run
+    from distlab.ui.plots import run_scenario_id
+    o = runs["run", variant]
+    assert run_scenario_id(o.run_dir) == SID
+    paths = _save_plots(o.run_dir, tmp_path / f"{SID}-{variant}")
+    png = next((p for p in paths if p.name.endswith("-worker-memory.png")), None)
+    assert png is not None, [p.name for p in paths]
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 20_000, (png, png.stat().st_size)
+    assert {"progress", "timeline"} <= {p.stem.rsplit("-", 1)[-1] for p in paths}, [p.name for p in paths]

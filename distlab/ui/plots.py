@@ -16,9 +16,9 @@ from ..rank.events import EventWriter, events_path, read_events, event_ranks
 from ..watch.analysis import RankTrack, tracks_from_events, rank_steps, rank_state
 
 # %% auto #0
-__all__ = ['write_sample_run', 'RunEvents', 'load_run', 'events_to_run', 'progress_window', 'plot_progress', 'CollSpan',
-           'coll_spans', 'Divergence', 'divergence_of', 'run_diagnosis', 'divergence_window', 'plot_timeline',
-           'fig_png', 'save_run_figures']
+__all__ = ['SCENARIO_FIGURES', 'write_sample_run', 'RunEvents', 'load_run', 'events_to_run', 'progress_window', 'plot_progress',
+           'CollSpan', 'coll_spans', 'Divergence', 'divergence_of', 'run_diagnosis', 'divergence_window',
+           'plot_timeline', 'fig_png', 'run_scenario_id', 'scenario_figures', 'save_run_figures']
 
 # %% ../../nbs/50_plots.ipynb #404e603b
 def write_sample_run(run_dir: str | Path,  # directory to create (a run directory's layout)
@@ -426,11 +426,40 @@ def _culprits(run_dir: Path) -> list[int]:
     diag = _result_meta(run_dir).get("diagnosis") or {}
     return [int(r) for r in (diag.get("culprit_ranks") or []) if _num(r) is not None]
 
+SCENARIO_FIGURES: dict[str, dict[str, str]] = {
+    "worker-memory-growth": {"worker-memory": "distlab.scenarios.worker_memory:plot_worker_memory"},  # its point: workers' USS climbing under a flat RSS
+}
+
+def run_scenario_id(run_dir: str | Path) -> str | None:
+    "The scenario a run directory ran (from its worker spec, or its lesson script's folder), or None for a user's own run."
+    try: argv = json.loads((Path(run_dir) / "run.json").read_text()).get("argv") or []
+    except (OSError, ValueError): return None
+    for a in reversed(argv):
+        if a.startswith("{"):
+            try: return json.loads(a).get("scenario")
+            except ValueError: pass
+    from distlab.scenarios import SCENARIOS, lessons_dir
+    try: lessons = lessons_dir().resolve()
+    except FileNotFoundError: return None
+    for a in argv:
+        p = Path(a)
+        if p.suffix == ".py" and p.resolve().parent.parent == lessons and p.parent.name in SCENARIOS: return p.parent.name
+    return None
+
+def scenario_figures(run_dir: str | Path) -> dict[str, Figure]:
+    "The extra figures the run's scenario names in `SCENARIO_FIGURES` (name -> figure), drawn from `run_dir`."
+    import importlib
+    out = {}
+    for name, target in SCENARIO_FIGURES.get(run_scenario_id(run_dir) or "", {}).items():
+        mod, fn = target.split(":")
+        out[name] = getattr(importlib.import_module(mod), fn)(run_dir)
+    return out
+
 def save_run_figures(run_dir: str | Path,  # a run directory
                      out_dir: str | Path,  # where to write the PNG files (created)
                      prefix: str | None = None,  # file name prefix (default: the run directory's name)
                     ) -> list[Path]:
-    "Write the progress and timeline figures of `run_dir` (and its performance and memory figures, when it recorded them) as PNG files; return their paths."
+    "Write the progress and timeline figures of `run_dir` (its performance and memory figures when it recorded them, and those its scenario names) as PNG files; return their paths."
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     prefix = prefix or run_dir.name
@@ -444,6 +473,7 @@ def save_run_figures(run_dir: str | Path,  # a run directory
     if any(e.get("ev") == "memory" for evs in run.by_rank.values() for e in evs):  # per-rank memory, where MemoryMonitor recorded it
         from distlab.ui.memory_plots import plot_memory
         figs["memory"] = plot_memory(run_dir, culprits=culprits)
+    figs |= scenario_figures(run_dir)
     paths = []
     for name, fig in figs.items():
         p = out_dir / f"{prefix}-{name}.png"
