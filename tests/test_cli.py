@@ -297,5 +297,12 @@ def test_doctor_prometheus_on_an_unreachable_url_says_so_in_one_line_within_seco
     assert line.startswith("distlab: error: cannot reach Prometheus at ") and f"http://127.0.0.1:{port}" in line, line
     assert "connection refused" in line and "9090" in line, line  # what went wrong, and where Prometheus listens by default
     assert took < 10, took
+    with socket.socket() as mute:  # a server that takes the connection and never answers: a timeout, not a hang
+        mute.bind(("127.0.0.1", 0)); mute.listen()
+        t0 = time.monotonic()
+        hung = distlab("doctor", "--prometheus", f"http://127.0.0.1:{mute.getsockname()[1]}", cwd=tmp_path, timeout=60)
+        took = time.monotonic() - t0
+    assert hung.returncode == 2 and len(hung.stderr.strip().splitlines()) == 1 and "no answer within 3 s" in hung.stderr, hung.stderr
+    assert took < 10, took
     bad = distlab("doctor", "--prometheus", "ftp://host:9090", cwd=tmp_path, timeout=30)
     assert bad.returncode == 2 and "not an http(s) URL" in bad.stderr and "http://localhost:9090" in bad.stderr, bad.stderr
