@@ -36,9 +36,9 @@ def kernel_ranking(lines: list[str]) -> list[dict]:
     return sorted(first, key=lambda r: -r["rss_mib"])
 
 def workers_killed_in_logs(run_dir) -> list[int]:
-    "Pids in the ranks' logs' `DataLoader worker (pid N) is killed by signal: Killed`, in order."
+    "Pids in the ranks' logs (`logs/rankN.stderr`) saying `DataLoader worker (pid N) is killed by signal: Killed`, in order."
     out = []
-    for p in sorted(Path(run_dir).rglob("*.log")) + sorted(Path(run_dir).rglob("stderr*")):
+    for p in sorted((Path(run_dir) / "logs").glob("rank*.stderr")):
         try: out += [int(m[1]) for m in _WORKER_KILLED.finditer(p.read_text(errors="replace"))]
         except OSError: pass
     return list(dict.fromkeys(out))
