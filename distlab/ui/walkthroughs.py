@@ -82,7 +82,7 @@ def lesson_runs() -> dict[str, int]:
     from distlab.scenarios import SCENARIOS
     from distlab.scenarios.on_nodes import NODE_FAULTS
     runs = {nb: sum(len(s.variants) for s in SCENARIOS.values() if s.family == fam) for nb, fam in LESSON_FAMILIES.items()}
-    runs["07"] = LESSON_07_CLUSTER_RUNS + sum(1 + (NODE_FAULTS[f].fixed is not None) for f in LESSON_07_FAULTS)
+    runs["07"] = LESSON_07_CLUSTER_RUNS + sum(1 + bool(NODE_FAULTS[f].fixed) for f in LESSON_07_FAULTS)
     return runs
 
 def _capabilities() -> set[str]:
