@@ -375,15 +375,22 @@ def _restarts_left(self: Run) -> bool:
 
 RANK_DIED_GRACE_S = 5.0  # how long torchrun gets to stop the other ranks (or restart them) after one died
 
+def _elastic_goes_on(self: Run, diag) -> bool:
+    "True for another node lost from an elastic job (`min_nnodes` < `nnodes`) that may restart: torchrun re-forms the group without it. Not on a node that lost the rendezvous node itself (`how` hub-silent): that node cannot rejoin."
+    return (diag.kind == "node-lost" and self.cfg.max_restarts > 0 and self.cfg.min_nnodes is not None
+            and self.cfg.min_nnodes < self.cfg.nnodes and (diag.collective or {}).get("how") != "hub-silent")
+
 def _diagnosed(self: Run, diag):
-    if diag.kind == "rank-died" and self.cfg.max_restarts > 0:
+    goes_on = self._elastic_goes_on(diag)
+    if (diag.kind == "rank-died" and self.cfg.max_restarts > 0) or goes_on:
         self._restart_diags.append(diag)
-        self._warn(f"{diag.headline} (max_restarts={self.cfg.max_restarts}: torchrun restarts the job while it has restarts left)")
+        self._warn(f"{diag.headline} (max_restarts={self.cfg.max_restarts}" + (f", nnodes {self.cfg.min_nnodes}:{self.cfg.nnodes}"
+                   if goes_on else "") + ": torchrun restarts the job while it has restarts left)")
     else: self.diagnosis = diag
     if self._on_diagnosis is not None:
         try: self._on_diagnosis(diag)
         except Exception as e: self._warn(f"on_diagnosis callback failed: {e!r}")
-    if not self.cfg.stop_on_diagnosis: return
+    if not self.cfg.stop_on_diagnosis or goes_on: return
     if diag.kind == "rank-died":  # torchrun stops the others (or restarts them) itself; its exit code is bare torchrun's
         self._end_after = (time.time() + RANK_DIED_GRACE_S, "failed")
     else: self._request_end("hung")
@@ -398,7 +405,7 @@ def _request_end(self: Run, reason: str):
     self._wake.set()
 
 Run._watch_loop, Run._diagnosed, Run._request_end, Run._wake_on_exit = _watch_loop, _diagnosed, _request_end, _wake_on_exit
-Run._note_exits, Run._restarts_left = _note_exits, _restarts_left
+Run._note_exits, Run._restarts_left, Run._elastic_goes_on = _note_exits, _restarts_left, _elastic_goes_on
 
 # %% ../../nbs/10_launch.ipynb #dc42aa80
 def _finish(self: Run):

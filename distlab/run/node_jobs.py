@@ -28,7 +28,7 @@ def _agent(spec_path: str) -> int:
         with lock: sys.stdout.write(json.dumps(obj) + "\n"); sys.stdout.flush()
     from distlab.run.launch import launch
     run = launch(spec["target"], spec["args"], module=spec["module"], on_line=lambda r, s, l: emit({"rank": r, "stream": s, "line": l}),
-                 **spec["launch"])
+                 on_diagnosis=lambda d: emit({"diagnosis": d.to_dict()}), **spec["launch"])
     emit({"run_id": run.run_id, "run_dir": str(run.run_dir)})
     try: res = run.wait()
     except KeyboardInterrupt: res = run.stop()
@@ -49,7 +49,7 @@ AGENT_STOP_S = 20.0  # how long a stopped agent gets to stop its run and write i
 class ClusterResult:
     "How a job on emulated nodes ended: its status and each node's `RunResult` (as a dict, with node, hostname, addr)."
     status: str
-    "`ok` when every node's run was ok; else `timeout` or `stopped` (distlab ended it), else the first node's `hung` or `failed`"
+    "`ok` when every node's run was ok (an elastic job: node 0's, the rendezvous node's); else `timeout` or `stopped` (distlab ended it), else the first node's `hung` or `failed`"
     token: str
     cluster_dir: str
     duration_s: float
@@ -71,10 +71,11 @@ class ClusterResult:
         if self.left: lines.append(f"  left behind: {self.left}")
         return "\n".join(lines)
 
-def _status(end_reason: str | None, nodes: list[dict]) -> str:
+def _status(end_reason: str | None, nodes: list[dict], elastic: bool = False) -> str:
     if end_reason in ("timeout", "stopped"): return end_reason
     states = [n.get("status") for n in nodes]
     if states and all(s == "ok" for s in states): return "ok"
+    if elastic and states and states[0] == "ok": return "ok"  # the job trained to its end on the nodes left; the lost ones keep their own status
     return "hung" if "hung" in states else "failed"
 
 # %% ../../nbs/11a_node_jobs.ipynb #d6070a47
@@ -90,6 +91,8 @@ class ClusterRun:
         self.dir.mkdir(parents=True)
         self.started, self.result, self.warnings = time.time(), None, []
         self.run_dirs: dict[int, str] = {}
+        self.diagnoses: list[dict] = []  # every diagnosis a node's watch made, as it came: {node, t (when it arrived here), diagnosis}
+        self.elastic = config.get("min_nnodes") not in (None, len(cluster.nodes))  # `--nnodes MIN:MAX`: the job may go on with fewer nodes
         self._end_reason, self._failed_at, self._lock, self._done = None, None, threading.Lock(), threading.Event()
         endpoint, rid = f"{cluster.nodes[0].addr}:{rdzv_port}", rdzv_id or f"distlab-{cluster.token}"
         self._procs, self._readers = [], []
@@ -128,6 +131,7 @@ def _read(self: ClusterRun, index: int, proc: subprocess.Popen):
         try: msg = json.loads(raw)
         except ValueError: msg = {"rank": None, "stream": "stdout", "line": raw.decode(errors="replace").rstrip("\n")}
         if "run_dir" in msg: self.run_dirs[index] = msg["run_dir"]; continue
+        if "diagnosis" in msg: self.diagnoses.append({"node": index, "t": time.time(), "diagnosis": msg["diagnosis"]}); continue
         if self._on_line is not None:
             try: self._on_line(index, msg.get("rank"), msg.get("stream", "stdout"), msg.get("line", ""))
             except Exception as e: self._warn(f"on_line callback failed: {e!r}")
@@ -137,14 +141,16 @@ def _warn(self: ClusterRun, msg: str):
     if msg not in self.warnings: self.warnings.append(msg); print(f"distlab warning (cluster {self.cluster.token}): {msg}", file=sys.stderr, flush=True)
 
 def _watch(self: ClusterRun):
-    "Until every agent has ended: end on a request or the timeout; after one node failed, give the others a grace, then stop them."
+    "Until every agent has ended: end on a request or the timeout; after one node failed (in an elastic job: once node 0, where the rendezvous is, ended), give the others a grace, then stop them."
     deadline = self.started + self.timeout_s if self.timeout_s else None
     while any(p.poll() is None for p in self._procs):
         if self._end_reason is not None: break
         if deadline and time.time() >= deadline: self._request_end("timeout"); break
-        if self._failed_at is None and any(p.poll() not in (None, 0) for p in self._procs): self._failed_at = time.time()
+        if self._failed_at is None and (self._procs[0].poll() is not None if self.elastic else any(p.poll() not in (None, 0) for p in self._procs)):
+            self._failed_at = time.time()
         if self._failed_at is not None and time.time() - self._failed_at > NODE_FAILED_GRACE_S:
-            self._warn(f"a node's run failed and the others were still running {NODE_FAILED_GRACE_S:.0f} s later: stopping them"); break
+            self._warn(("node 0's run (the rendezvous node's) ended" if self.elastic else "a node's run failed")
+                       + f" and the others were still running {NODE_FAILED_GRACE_S:.0f} s later: stopping them"); break
         time.sleep(0.1)
     self._finish()
 
@@ -173,7 +179,7 @@ def _finish(self: ClusterRun):
             try: left = self.cluster.destroy()
             except Exception as e: self._warn(f"removing the cluster failed: {e!r}"); left = {k: v for k, v in leftovers(self.cluster.token).items() if v}
             if left: self._warn(f"left behind: {left}")
-        self.result = ClusterResult(status=_status(self._end_reason, nodes), token=self.cluster.token, cluster_dir=str(self.dir),
+        self.result = ClusterResult(status=_status(self._end_reason, nodes, self.elastic), token=self.cluster.token, cluster_dir=str(self.dir),
                                     duration_s=round(time.time() - self.started, 3), nodes=nodes, left=left, warnings=self.warnings)
         try: (self.dir / "result.json").write_text(json.dumps(self.result.to_dict(), indent=1, default=str))
         except OSError as e: self._warn(f"writing result.json failed: {e!r}")

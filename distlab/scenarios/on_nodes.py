@@ -4,7 +4,7 @@
 
 # %% ../../nbs/11b_node_scenarios.ipynb #7cd29ad0
 from __future__ import annotations
-import statistics
+import re, statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -14,11 +14,13 @@ from ..run.node_jobs import ClusterRun, launch_nodes
 
 # %% auto #0
 __all__ = ['SLOW_LINK_MBIT', 'RDZV_PORT', 'JUMBO_MTU', 'LOSS_P', 'STRAGGLER_QUOTA', 'NODE_SHARES', 'STRAGGLER_PERIOD_US',
-           'MISSING_IFNAME', 'NODE_FAULTS', 'ALL_IN_S', 'SLOW_WIRE_S', 'MAX_LATE_SHARE', 'scenario_on_nodes',
+           'MISSING_IFNAME', 'ELASTIC_RESTARTS', 'ELASTIC_LAST_CALL_S', 'ELASTIC_COLLECTIVE_S', 'ELASTIC_STEPS',
+           'NODE_FAULTS', 'ALL_IN_S', 'LOSS_LINE', 'RESUMED_LINE', 'SLOW_WIRE_S', 'MAX_LATE_SHARE', 'scenario_on_nodes',
            'slow_link_on_nodes', 'firewall_commands', 'loopback_hosts_text', 'link_down_command',
            'one_frame_per_packet', 'switch_mtu_commands', 'loss_commands', 'extra_interface_commands', 'fault_specs',
-           'fault_setup', 'NodeFault', 'start_fault', 'fault_result', 'fault_on_nodes', 'stuck_in_transit',
-           'network_stall', 'step_table', 'step_summary', 'slow_network', 'straggler_across', 'show_fault']
+           'fault_setup', 'NodeFault', 'start_fault', 'fault_result', 'fault_on_nodes', 'elastic_resume',
+           'reference_from', 'stuck_in_transit', 'network_stall', 'step_table', 'step_summary', 'slow_network',
+           'straggler_across', 'show_fault']
 
 # %% ../../nbs/11b_node_scenarios.ipynb #0ad50740
 def scenario_on_nodes(id: str,  # a registered scenario with a rank function (not a script)
@@ -167,7 +169,16 @@ class NodeFault:
     steps: int = 20
     "the lesson script's steps"
     script: str = "cluster-network/train.py"
-    "the lesson script, under `lessons/`: the same on the broken and the fixed cluster"
+    "the lesson script, under `lessons/`: the same on the broken and the fixed cluster unless `fixed_script` says otherwise"
+    fixed_script: str | None = None
+    "the script the fixed cluster runs, when the fix is in the script and how it is started (node-partition: elastic membership)"
+    fixed_steps: int | None = None
+    "the fixed script's steps (default `steps`)"
+
+ELASTIC_RESTARTS = 3  # node-partition fixed: how often torchrun may restart the ranks
+ELASTIC_LAST_CALL_S = 5  # ... how long the rendezvous waits for more nodes once the fewest it needs (1) are there
+ELASTIC_COLLECTIVE_S = 10  # ... the script's collective timeout (lessons/cluster-elastic/train.py)
+ELASTIC_STEPS = 40  # ... its steps
 
 NODE_FAULTS = {f.id: f for f in [
     NodeFault(id="node-firewall", title="A firewall that passes the rendezvous port and nothing else", kind="never-joined",
@@ -187,15 +198,28 @@ NODE_FAULTS = {f.id: f for f in [
               broken="node1's /etc/hosts says `127.0.1.1 node1`",
               fixed="the same hosts file, and GLOO_SOCKET_IFNAME=eth0: gloo takes the address of the interface between the nodes"),
     NodeFault(id="node-partition", title="A network partition in the middle of a run", kind="node-lost", steps=400,
+              fixed_script="cluster-elastic/train.py", fixed_steps=ELASTIC_STEPS,
               symptom="Training stops mid-run on both nodes, with no error: each rank waits in its all-reduce for a peer it "
                       "can no longer reach, for gloo's 30-minute timeout.",
               explanation="node1's link goes down (a cable, a switch port, a spot node reclaimed). Nothing on either side "
                           "raises: TCP keeps its connections until they time out. distlab's watch hears every node every 0.2 s, "
                           "so it names the silent node within seconds, on both sides of the cut. Surviving a partition takes "
-                          "elastic membership (`torchrun --nnodes 1:2` and a checkpoint the script resumes from, so the nodes "
-                          "left re-form the group); that variant is not part of this lesson yet.",
+                          "elastic membership, in how the job is started and in the script. Every node's agent is started with "
+                          f"`torchrun --nnodes 1:2 --max-restarts {ELASTIC_RESTARTS}`: the job may run on 1 or 2 nodes and its "
+                          "ranks may be restarted. The script (lessons/cluster-elastic/train.py) trains in a process group whose "
+                          f"collectives give up after {ELASTIC_COLLECTIVE_S} s, has rank 0 save a checkpoint every 5 steps, and "
+                          "resumes from the newest one whenever it starts. When the link goes down, node0's rank raises in its "
+                          "all-reduce; its agent restarts it; the c10d rendezvous forms a new group from the agents that answer "
+                          f"(node0's alone, after its last call of {ELASTIC_LAST_CALL_S} s); the new rank 0 loads the "
+                          "checkpoint and trains to the end with a world of 1. distlab's watch still names node1 lost, and lets "
+                          "torchrun's restart go on (the job is elastic and has restarts left); node1, cut off from the "
+                          "rendezvous node, cannot rejoin, so its launcher stops its ranks. The cost: the steps since the "
+                          "last checkpoint are trained again, and the seconds from the cut to the resume (the collective's "
+                          "timeout, the restart, the last call, a new process).",
               broken="node1's link is taken down (`ip link set eth0 down` in its namespace) after its 5th step",
-              fixed=None),
+              fixed=f"the same cut, on an elastic job: every agent started with `--nnodes 1:2 --max-restarts {ELASTIC_RESTARTS} "
+                    f"--rdzv-conf last_call_timeout={ELASTIC_LAST_CALL_S}`, running lessons/cluster-elastic/train.py (checkpoints "
+                    f"every 5 steps, resumes from the newest, collectives time out after {ELASTIC_COLLECTIVE_S} s)"),
     NodeFault(id="node-mtu", title="Jumbo frames on the nodes, not on the switch between them", kind="network-stall",
               symptom="Both nodes start and init_process_group returns; then the first collective that carries real data never "
                       "ends: every rank sits inside it, no error, until the timeout.",
@@ -280,19 +304,29 @@ ALL_IN_S = 15.0  # a rank inside a collective every rank entered, this long: the
 def start_fault(id: str,  # a `NODE_FAULTS` id
                 variant: str = "broken",  # `broken` or `fixed`
                 *, runs_root: str | Path | None = None,
-                timeout_s: float = 120,  # the whole job's limit
+                timeout_s: float | None = None,  # the whole job's limit (None: 120 s; 240 s for an elastic run, which restarts)
                 join_timeout_s: float = 20.0,  # how long ranks may wait in init before the watch calls it
                 on_line: Callable | None = None) -> tuple[ClusterRun, dict]:
-    "Make 2 emulated nodes, set them up with fault `id` (broken or fixed) and start its lesson script (`NodeFault.script`) on them: the job, and what was done to the nodes."
+    "Make 2 emulated nodes, set them up with fault `id` (broken or fixed) and start its lesson script (`NodeFault.script`; a fixed variant's `fixed_script`, elastic) on them: the job, and what was done to the nodes."
     import subprocess, time
     from distlab.run.nodes import NETNS_ETC
+    from distlab.run.launch import runs_root as _root
     from distlab.scenarios import lessons_dir
     f = NODE_FAULTS[id]
     if variant not in ("broken", "fixed") or (variant == "fixed" and f.fixed is None):
         raise ValueError(f"{id}: variant {variant!r}; use " + ("'broken' or 'fixed'" if f.fixed else "'broken' (its fix is not a setup)"))
+    elastic = variant == "fixed" and f.fixed_script is not None
+    timeout_s = timeout_s or (240 if elastic else 120)
+    script, args = (f.fixed_script, [f.fixed_steps or f.steps]) if elastic else (f.script, [f.steps])
     cluster = EmulatedCluster(fault_specs(id, variant)).create()
-    info = {"id": id, "variant": variant, "setup": [], "env": {}, "during": None, "cut_t": None}
+    info = {"id": id, "variant": variant, "setup": [], "env": {}, "during": None, "cut_t": None, "elastic": elastic,
+            "script": script, "steps": args[0]}
+    launch_kw = {}
     try:
+        if elastic:  # rank 0 saves to node 0's directory; every agent may run the job on 1 of 2 nodes and restart its ranks
+            info["ckpt_dir"] = str(_root(runs_root) / f"{time.strftime('%Y%m%d-%H%M%S')}-checkpoints-{cluster.token}")
+            args.append(info["ckpt_dir"]); info["lines0"] = []
+            launch_kw = {"min_nnodes": 1, "max_restarts": ELASTIC_RESTARTS, "rdzv_conf": f"last_call_timeout={ELASTIC_LAST_CALL_S}"}
         if id == "node-firewall": info["setup"] = firewall_commands(cluster, allow_job=variant == "fixed")
         elif id == "node-loopback-hostname":
             (NETNS_ETC / cluster.nodes[1].netns / "hosts").write_text(loopback_hosts_text(cluster))
@@ -305,10 +339,14 @@ def start_fault(id: str,  # a `NODE_FAULTS` id
         def lines(node, rank, stream, line):
             if info["during"] and node == 1 and line.startswith("step 5 ") and info["cut_t"] is None:
                 info["cut_t"] = time.time(); subprocess.run(info["during"], check=True, capture_output=True)
+            if elastic and node == 0 and rank is not None:
+                info["lines0"].append((time.time(), line))
+                if info["cut_t"] is not None and "reference" not in info and (m := RESUMED_LINE.match(line)):  # start the 1-rank twin now, alongside
+                    info["reference"] = reference_from(Path(info["ckpt_dir"]) / m[1], script, args[0], threads=max(1, len(cluster.nodes[0].cores)))
             if on_line is not None: on_line(node, rank, stream, line)
-        job = ClusterRun(cluster, str(lessons_dir() / f.script), [f.steps], nproc=1, timeout_s=timeout_s,
+        job = ClusterRun(cluster, str(lessons_dir() / script), args, nproc=1, timeout_s=timeout_s,
                          owns_cluster=True, env=info["env"], runs_root=runs_root, name=id, on_line=lines,
-                         join_timeout_s=join_timeout_s, backend="gloo")
+                         join_timeout_s=join_timeout_s, backend="gloo", **launch_kw)
     except BaseException:
         cluster.destroy(); raise
     return job, info
@@ -330,13 +368,74 @@ def fault_result(job: ClusterRun, info: dict) -> dict:
     if info["id"] == "node-lossy-link" and d0 is None and res.status == "ok": d0 = slow_network(rows)
     if info["id"] == "node-straggler" and res.status == "ok" and (d0 or {}).get("kind") != "straggler": d0 = straggler_across(res)
     after = lambda d: round(d["t"] - info["cut_t"], 2) if d and info["cut_t"] else None
-    return {**info, "status": res.status, "diagnosis": d0, "watch_diagnosis": watch, "node1_diagnosis": d1, "cluster": res, "left": res.left,
-            "named_after_s": after(d0), "node1_named_after_s": after(d1), "steps": rows, "figures": step_summary(rows),
-            "setup": info["setup"] + ([info["during"]] if info["during"] else [])}
+    out = {**info, "status": res.status, "diagnosis": d0, "watch_diagnosis": watch, "node1_diagnosis": d1, "cluster": res, "left": res.left,
+           "named_after_s": after(d0), "node1_named_after_s": after(d1), "steps": rows, "figures": step_summary(rows),
+           "setup": info["setup"] + ([info["during"]] if info["during"] else [])}
+    if info.get("elastic"):
+        named = next((x for x in job.diagnoses if x["node"] == 0 and x["diagnosis"]["kind"] == "node-lost"), None)
+        out["watch_diagnosis"] = named and named["diagnosis"]  # what node 0's watch said; the run's own diagnosis stays None (it recovered)
+        out["named_after_s"] = round(named["t"] - info["cut_t"], 2) if named and info["cut_t"] else None
+        out.update(elastic_resume(info, res, job))
+    return out
 
 def fault_on_nodes(id: str, variant: str = "broken", **kw) -> dict:
     "Run fault `id`'s `variant` on 2 emulated nodes to its end (`start_fault`'s arguments) and return `fault_result`."
     return fault_result(*start_fault(id, variant, **kw))
+
+# %% ../../nbs/11b_node_scenarios.ipynb #6945cf18
+LOSS_LINE = re.compile(r"^step (\d+) loss (\S+) ")
+RESUMED_LINE = re.compile(r"^resumed from (\S+) at step (\d+) with (\d+) rank")
+
+def _losses(lines) -> dict[int, str]: return {int(m[1]): m[2] for l in lines if (m := LOSS_LINE.match(l))}
+
+def elastic_resume(info: dict, res, job: ClusterRun) -> dict:
+    "What an elastic run did after the cut, from node 0's lines: when and from which checkpoint it resumed, with how many ranks, the steps trained again, the seconds lost; and whether its losses and final weights equal those of a 1-rank run started from the same checkpoint (`reference_from`)."
+    lines, cut = info["lines0"], info["cut_t"]
+    out = {"resumed_from": None, "resumed_step": None, "resumed_world": None, "resumed_after_s": None, "first_step_after_s": None,
+           "last_step_before_cut": None, "steps_redone": None, "losses_after": {}, "reference": None, "losses_equal": None,
+           "weights_equal": None}
+    if cut is None: return out
+    before = [l for t, l in lines if t < cut]
+    at = next(((t, m) for t, l in lines if t >= cut and (m := RESUMED_LINE.match(l))), None)
+    if at is None: return out
+    t_res, m = at
+    after = [(t, l) for t, l in lines if t >= t_res]
+    steps = [(t, s) for t, l in after for s in _losses([l])]
+    last = max(_losses([l for t, l in lines if t < t_res]), default=None)
+    out.update(resumed_from=m[1], resumed_step=int(m[2]), resumed_world=int(m[3]), resumed_after_s=round(t_res - cut, 2),
+               first_step_after_s=round(steps[0][0] - cut, 2) if steps else None, last_step_before_cut=last,
+               steps_redone=None if last is None else last + 1 - int(m[2]), losses_after=_losses(l for t, l in after))
+    ref = info.get("reference")
+    if ref is not None:
+        run, got, d = ref
+        r = run.wait() if res.status == "ok" else run.stop()
+        ref = out["reference"] = {"status": r.status, "losses": _losses(got), "run_dir": r.run_dir, "ckpt_dir": str(d)}
+        if res.status == "ok" and r.status == "ok":
+            final = f"step{info['steps']:06d}.pt"
+            out.update(losses_equal=ref["losses"] == out["losses_after"] and bool(ref["losses"]),
+                       weights_equal=_same_weights(Path(info["ckpt_dir"]) / final, d / final))
+    return out
+
+def reference_from(ckpt: Path,  # the checkpoint the elastic run resumed from
+                   script: str, steps: int, *, threads: int = 1) -> tuple:
+    "Start `script` on 1 rank (`torchrun --standalone`, `threads` as OMP_NUM_THREADS) from a copy of `ckpt` alone, in a directory next to it: the `Run`, the list its ranks' lines go to, its checkpoint directory."
+    import shutil
+    from distlab.run.launch import launch
+    from distlab.scenarios import lessons_dir
+    d = ckpt.parent / "reference"; d.mkdir(exist_ok=True)
+    shutil.copy2(ckpt, d / ckpt.name)
+    got = []
+    run = launch(str(lessons_dir() / script), [steps, d], nproc=1, backend="gloo", watch=False, runs_root=ckpt.parent, name="reference",
+                 env={"OMP_NUM_THREADS": str(threads)}, timeout_s=120, on_line=lambda r, s, l: got.append(l) if r is not None else None)
+    return run, got, d
+
+def _same_weights(a: Path, b: Path) -> bool | None:
+    "True when the model weights of checkpoints `a` and `b` are equal bit for bit; None when one is missing."
+    import torch
+    if not (a.is_file() and b.is_file()): return None
+    x, y = torch.load(a)["model"], torch.load(b)["model"]
+    return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+
 
 # %% ../../nbs/11b_node_scenarios.ipynb #f11b5e73
 SLOW_WIRE_S = 0.05  # a lossy link: the all-reduce's time after the last rank arrived, at the 90th percentile, at least this
@@ -449,7 +548,7 @@ def straggler_across(res) -> dict | None:
 
 # %% ../../nbs/11b_node_scenarios.ipynb #f11b8f14
 def show_fault(id: str) -> str:
-    "A fault's lesson as text: the story, the script the nodes run (the same broken and fixed), and the setup commands of each variant."
+    "A fault's lesson as text: the story, the script the nodes run (the same broken and fixed, unless the fix is an elastic script), and the setup commands of each variant."
     import shlex
     from distlab.scenarios import lessons_dir
     f, c = NODE_FAULTS[id], EmulatedCluster(2)  # not created: its names and addresses are all the commands need
@@ -457,11 +556,16 @@ def show_fault(id: str) -> str:
     setups = {"node-firewall": (firewall_commands(c), firewall_commands(c, allow_job=True)),
               "node-loopback-hostname": ([["# node1's /etc/hosts:", *loopback_hosts_text(c).splitlines()]],
                                          [["# the same hosts file, and every rank's environment: GLOO_SOCKET_IFNAME=eth0"]]),
-              "node-partition": ([["# after node1's step 5:", shlex.join(link_down_command(c))]], None)}.get(id)
+              "node-partition": ([["# after node1's step 5:", shlex.join(link_down_command(c))]],
+                                 [[f"# every node's agent: torchrun --nnodes 1:2 --max-restarts {ELASTIC_RESTARTS} --rdzv-backend c10d "
+                                   f"--rdzv-endpoint {c.nodes[0].addr}:{RDZV_PORT} --rdzv-conf last_call_timeout={ELASTIC_LAST_CALL_S} "
+                                   f"{lessons_dir() / (f.fixed_script or f.script)} {f.fixed_steps or f.steps} CHECKPOINT_DIR"],
+                                  ["# after node1's step 5:", shlex.join(link_down_command(c))]])}.get(id)
     if setups is None: setups = (env(*fault_setup(c, id, "broken")), env(*fault_setup(c, id, "fixed")))
     fmt = lambda cmds: "\n".join("  " + ("\n  ".join(cmd) if cmd[0].startswith("#") else shlex.join(cmd)) for cmd in cmds)
     out = [f"{f.id}: {f.title}", "", f"Symptom: {f.symptom}", "", f"Why: {f.explanation}", "",
-           f"The script (the same on the broken and the fixed cluster): {lessons_dir() / f.script} {f.steps}", "",
+           (f"The script: {lessons_dir() / f.script} {f.steps}; the fixed cluster runs {lessons_dir() / f.fixed_script} (diff the two)"
+            if f.fixed_script else f"The script (the same on the broken and the fixed cluster): {lessons_dir() / f.script} {f.steps}"), "",
            f"Broken: {f.broken}", fmt(setups[0]), ""]
     out += [f"Fixed: {f.fixed}", fmt(setups[1])] if f.fixed else ["Fixed: not a setup; see Why."]
     if f.kind in ("network-stall", "slow-network"):
