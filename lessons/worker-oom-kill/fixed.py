@@ -15,7 +15,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 IMAGES, SIZE, CLASSES, INDEX_ENTRIES = 4096, 128, 10, 16 * 2**20
-BATCH, STEPS = 64, 16
+BATCH, STEPS = 64, 8
 WORKERS, PREFETCH = 2, 4  # FIX: 2 workers: two copies of the index, and half the batches in flight
 
 

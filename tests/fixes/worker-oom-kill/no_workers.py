@@ -15,7 +15,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 IMAGES, SIZE, CLASSES, INDEX_ENTRIES = 4096, 128, 10, 16 * 2**20
-BATCH, STEPS = 64, 16
+BATCH, STEPS = 64, 8
 WORKERS, PREFETCH = 0, None  # the loading in the rank itself: one index, one batch at a time
 
 
