@@ -115,7 +115,8 @@ def missing_privileges(limits: Limits) -> str | None:
     try: eff = int(next(l.split()[1] for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("CapEff:")), 16)
     except (OSError, StopIteration, ValueError): eff = 0
     if not eff >> _CAP_SYS_ADMIN & 1:
-        return (f"needs root: {limits.describe()} are made with cgroups and a loop device; this process (uid {os.getuid()}) "
+        made = "cgroups and a loop device" if limits.read_mb_s is not None else "cgroups"
+        return (f"needs root: {limits.describe()} are made with {made}; this process (uid {os.getuid()}) "
                 "lacks CAP_SYS_ADMIN: run it as root, or in a container with --cap-add SYS_ADMIN")
     for c in limits.controllers:
         if not os.access(CGROUP_ROOT / c, os.W_OK):
