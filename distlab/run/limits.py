@@ -332,6 +332,7 @@ def attach(a: AppliedLimits, root_pid: int, run_id: str, timeout_s: float = 120.
             if a.limits.mem_mib is not None: _watch_memory(a)
             a._stop.wait(0.02 if want else MEMORY_EVERY_S)
     t = threading.Thread(target=watch, name=f"distlab-limits-{a.token}", daemon=True)
+    a._watcher = t
     t.start()
     return t
 
@@ -340,6 +341,8 @@ def release(a: AppliedLimits) -> dict[str, list[str]]:
     a._stop.set()
     if a.released: return {}
     a.released = True
+    w = getattr(a, "_watcher", None)
+    if w is not None and w is not threading.current_thread(): w.join(5)  # it reads the cgroups and the kernel's log: let it finish first
     if a.limits.mem_mib is not None:
         try: _watch_memory(a)  # the last figures, before the cgroups go
         except Exception: pass
