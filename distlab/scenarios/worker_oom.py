@@ -119,9 +119,10 @@ _EXPLANATION = (
     "all-reduce until torchrun ends it. The rank's own message cannot say why: only the kernel's log does; distlab "
     "reads it (as root) and shows the line in the diagnosis as `oom_kill`. The fix is to need less per rank: two "
     "workers hold two copies, not four (the lesson's fix), or the index read once in the rank before the "
-    "workers fork, whose pages the workers then share. The guides' advice (003: 'too many workers relative to "
-    "available memory': fewer workers, `prefetch_factor=1`, `num_workers=0`; 002: fewer workers, "
-    "`persistent_workers=False`, `dmesg`) is right about the workers; `prefetch_factor=1` only bounds the "
+    "workers fork, whose pages the workers then share. Guide 003's section 'DataLoader worker (pid XXXX) is killed "
+    "by signal' ('too many workers relative to available memory': fewer workers, `prefetch_factor=1`, "
+    "`num_workers=0`) and guide 002's 'DataLoader / Worker Crashes' (fewer workers, `persistent_workers=False`, "
+    "`dmesg -T`) are right about the workers; `prefetch_factor=1` only bounds the "
     "finished batches waiting for the rank, which here are few because the workers are no faster than the "
     "step, and changes nothing measurable.")
 
