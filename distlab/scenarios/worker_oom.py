@@ -117,7 +117,7 @@ _EXPLANATION = (
     "SIGCHLD handler sees its worker die of SIGKILL and raises `DataLoader worker (pid N) is killed by signal: "
     "Killed.`, then `DataLoader worker (pid(s) N) exited unexpectedly`; the rank fails and its peer waits in the "
     "all-reduce until torchrun ends it. The rank's own message cannot say why: only the kernel's log does; distlab "
-    "reads it (as root) and shows the line in the diagnosis as `oom_kill`. The fix is to need less per rank: two "
+    "reads it (as root), quotes its line in the diagnosis and says 'OOM-killed by the kernel'. The fix is to need less per rank: two "
     "workers hold two copies, not four (the lesson's fix), or the index read once in the rank before the "
     "workers fork, whose pages the workers then share. Guide 003's section 'DataLoader worker (pid XXXX) is killed "
     "by signal' ('too many workers relative to available memory': fewer workers, `prefetch_factor=1`, "

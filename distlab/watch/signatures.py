@@ -399,8 +399,8 @@ register_signature(Signature(
     cause="A worker process of this rank's DataLoader ended abruptly. 'Killed' (SIGKILL) is almost always the kernel's "
           "OOM killer: workers x prefetched batches x per-worker copies of the dataset outgrew host memory. "
           "'Aborted' or 'Segmentation fault' is a crash inside the dataset code or a library that is not fork-safe.",
-    fix="For Killed: confirm with `dmesg | grep -i 'killed process'` (distlab reads the kernel's log where it may and shows "
-        "the line as `oom_kill`: the process it chose and its memory), then lower num_workers and prefetch_factor, and "
+    fix="For Killed: confirm with `dmesg | grep -i 'killed process'` (distlab reads the kernel's log where it may and quotes "
+        "its line: the process it chose and its memory), then lower num_workers and prefetch_factor, and "
         "keep large dataset tables in numpy arrays or memory-mapped files rather than Python lists and dicts (which "
         "are copied page by page into every forked worker). For a crash: rerun with num_workers=0 to get the real "
         "traceback from the dataset. A DataLoader timeout= or persistent_workers=False does not fix either; it only "
