@@ -135,7 +135,7 @@ register(Scenario(
             "from the worker; the other rank waits in its all-reduce until torchrun ends it. The same script runs "
             "on a machine without the memory limit.",
     explanation=_EXPLANATION,
-    hints=("Who sent SIGKILL? Look at the kernel's log (`dmesg | grep -i 'killed process'`), or at `oom_kill` in distlab's diagnosis.",
+    hints=("Who sent SIGKILL? Look at the kernel's log (`dmesg | grep -i 'killed process'`), or at the kernel's line distlab's diagnosis quotes.",
            "Add up what one rank's cgroup holds: the rank, plus for each worker its own copy of the index and the batch it is building.",
            "Fewer workers (2 hold two index copies, not four), or read the index once in the rank before the DataLoader forks its workers."),
     variants={
