@@ -149,3 +149,17 @@ def test_jupyter_kernel_interrupt_leaves_nothing(tmp_path):
         assert "stopped" in k.run("print(job.wait(30).status)")
     finally:
         k.shutdown()
+
+def test_elastic_job_lets_torchrun_restart_when_another_node_is_lost():
+    "Without root: the launcher's rule. An elastic job (nnodes 1:2, restarts left) told that another node is lost goes on; a node that lost the rendezvous node, a job that is not elastic, or one without restarts stops as before."
+    from distlab.config import LaunchConfig
+    from distlab.run.launch import Run
+    from distlab.watch.diagnosis import Diagnosis
+    def goes_on(how: str, **cfg) -> bool:
+        run = Run.__new__(Run)  # the rule reads the run's config alone: no torchrun is started
+        run.cfg = LaunchConfig(nproc=1, **{"nnodes": 2, "rdzv_backend": "c10d", "rdzv_endpoint": "198.18.0.1:29400", **cfg})
+        return run._elastic_goes_on(Diagnosis("node-lost", [1], "node 1 lost", "", "", collective={"how": how}))
+    elastic = {"min_nnodes": 1, "max_restarts": 3}
+    assert goes_on("silent", **elastic) and goes_on("closed", **elastic)  # node 0 lost node 1: torchrun re-forms the group
+    assert not goes_on("hub-silent", **elastic)  # node 1 lost node 0, where the rendezvous is: it cannot rejoin
+    assert not goes_on("silent", max_restarts=3) and not goes_on("silent", min_nnodes=1)  # not elastic / no restarts

@@ -320,7 +320,7 @@ def start_fault(id: str,  # a `NODE_FAULTS` id
     script, args = (f.fixed_script, [f.fixed_steps or f.steps]) if elastic else (f.script, [f.steps])
     cluster = EmulatedCluster(fault_specs(id, variant)).create()
     info = {"id": id, "variant": variant, "setup": [], "env": {}, "during": None, "cut_t": None, "elastic": elastic,
-            "script": script, "steps": args[0]}
+            "script": script, "script_steps": args[0]}
     launch_kw = {}
     try:
         if elastic:  # rank 0 saves to node 0's directory; every agent may run the job on 1 of 2 nodes and restart its ranks
@@ -411,7 +411,7 @@ def elastic_resume(info: dict, res, job: ClusterRun) -> dict:
         r = run.wait() if res.status == "ok" else run.stop()
         ref = out["reference"] = {"status": r.status, "losses": _losses(got), "run_dir": r.run_dir, "ckpt_dir": str(d)}
         if res.status == "ok" and r.status == "ok":
-            final = f"step{info['steps']:06d}.pt"
+            final = f"step{info['script_steps']:06d}.pt"
             out.update(losses_equal=ref["losses"] == out["losses_after"] and bool(ref["losses"]),
                        weights_equal=_same_weights(Path(info["ckpt_dir"]) / final, d / final))
     return out
@@ -576,5 +576,6 @@ def show_fault(id: str) -> str:
                 "backwards node 1's looks carry (the same rule over every node's records: `straggler_across`)"]
     else:
         out += ["", f"What distlab says: a `{f.kind}` diagnosis from node 0's watch, and node 1 told the same"
-                + (" (each side names the other)" if f.kind == "node-lost" else "")]
+                + (" (each side names the other)" if f.kind == "node-lost" else "")
+                + ("; on the elastic cluster node 0's watch names node 1 the same way and lets torchrun's restart go on" if f.fixed_script else "")]
     return "\n".join(out)

@@ -12,7 +12,7 @@ from .rules import diagnose
 from .watcher import Watcher, main_thread_syscall, collect_stacks, FUTEX_SYSCALL, ASLEEP_HORIZON_S
 
 # %% auto #0
-__all__ = ['KEEP_COLLS', 'TRACEBACK_CHARS', 'CALL_KEYS', 'WATCH_PORT_ENV', 'CROSS_NODE_ENV', 'LOOK_S', 'NODE_LOST_S',
+__all__ = ['KEEP_COLLS', 'TRACEBACK_CHARS', 'CALL_KEYS', 'WATCH_PORT_ENV', 'CROSS_NODE_ENV', 'LOOK_S', 'NODE_LOST_S', 'QUIET_S',
            'EOF_GRACE_S', 'NO_HELLO_JOIN_S', 'FALLBACK_STALL_S', 'SHIFT_LOOKS', 'HUB_FINAL_WAIT_S',
            'HUB_CONNECT_WAIT_S', 'LOST_FIX', 'KEPT_DDP', 'rank_state', 'node_message', 'WireEncoder', 'WireDecoder',
            'node_facts', 'Hub', 'HubClient', 'CrossNodeWatcher', 'node_lost', 'hub_lost', 'init_across_nodes',
@@ -212,6 +212,7 @@ WATCH_PORT_ENV = "DISTLAB_WATCH_PORT"  # the cross-node watch's port (default: t
 CROSS_NODE_ENV = "DISTLAB_CROSS_NODE"  # `0`: each node watches only its own ranks (as before)
 LOOK_S = 0.2  # how often a node sends its ranks' state (the launcher's look)
 NODE_LOST_S = 5.0  # a node silent this long is gone (a partition, a frozen host)
+QUIET_S = 1.0  # a node not heard this long: the hub judges no rule on its ranks' stale state until it is heard again or lost
 EOF_GRACE_S = 1.0  # a node whose connection closed without a goodbye, and that has not reconnected this long after, is gone
 NO_HELLO_JOIN_S = 60.0  # before any rank of the job has started, `join_timeout_s` is at least this: torchrun's rendezvous waits for every node first
 FALLBACK_STALL_S = 30.0  # with only this node's ranks in view (no other node reached), a wait this long reads as a stall
@@ -427,6 +428,7 @@ def _poll(self: CrossNodeWatcher, now: float | None = None, *, final: bool = Fal
     whole = sum(t.pid is not None for t in tracks.values()) >= self.world_size  # every rank heard from, here or from its node
     lost = self._lost(nodes, now, final)
     if lost is not None: d = node_lost(*lost, tracks, now)
+    elif not final and self._quiet(nodes, now): return None  # what the hub holds of a quiet node's ranks is stale: wait for its next look, or its loss
     else:
         d = diagnose(tracks, self.world_size, now, t_start=self.t_start, final=final, run_dir=self.run_dir, gen=self.gen,
                      stall_after_s=self.stall_after_s if whole else max(self.stall_after_s, FALLBACK_STALL_S),
@@ -472,6 +474,11 @@ def _lost(self: CrossNodeWatcher, nodes: list[dict], now: float, final: bool) ->
         if n.get("eof_t") is not None and (final or now - n["eof_t"] >= EOF_GRACE_S): return n, "closed", now - n["eof_t"]
         if now - n["seen_t"] >= NODE_LOST_S: return n, "silent", now - n["seen_t"]
     return None
+
+def _quiet(self: CrossNodeWatcher, nodes: list[dict], now: float) -> bool:
+    "True while a node still running has not been heard for `QUIET_S`: its ranks may have moved on since (a rank shown inside the previous all-reduce while the others wait in the next one is no stall)."
+    return any(not n.get("bye") and n.get("eof_t") is None and now - n["seen_t"] >= QUIET_S
+               and not ((ts := (n.get("tracks") or {}).values()) and all(t.finished for t in ts)) for n in nodes)
 
 def _stuck_any(self: CrossNodeWatcher, ranks: list[int], now: float) -> bool:
     "The safe policy across nodes: a rank here as `Watcher.stuck` decides; a rank on another node from its node's CPU reading (no CPU for its horizon)."
@@ -522,6 +529,7 @@ def _dump_stacks_asked(self: CrossNodeWatcher) -> None:
 CrossNodeWatcher.poll, CrossNodeWatcher._merged, CrossNodeWatcher._lost, CrossNodeWatcher._join_timeout = _poll, _merged, _lost, _join_timeout
 CrossNodeWatcher._remote_stacks, CrossNodeWatcher._dump_stacks_asked = _remote_stacks, _dump_stacks_asked
 CrossNodeWatcher._stuck_any, CrossNodeWatcher._remote_stuck, CrossNodeWatcher._name_nodes = _stuck_any, _remote_stuck, _name_nodes
+CrossNodeWatcher._quiet = _quiet
 
 # %% ../../nbs/26b_cross_node.ipynb #91a03fd2
 HUB_FINAL_WAIT_S = 2.0  # a node whose ranks have ended waits this long for the hub's diagnosis before it makes its own
