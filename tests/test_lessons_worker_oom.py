@@ -59,6 +59,7 @@ def test_broken_the_kernel_kills_a_worker_and_the_rank_and_distlab_say_so(runs):
     if f["broken_kernel_lines"]:  # the kernel's log was readable: its line names the same worker, and distlab's diagnosis quotes it
         assert (f["broken_victim_pid"], f["broken_victim_name"]) == (pid, "pt_data_worker"), f
         assert f["broken_victim_anon_rss_mib"] > f["broken_rank_rss_peak_mib"], f  # why the kernel chose it: more resident memory than the rank
+        assert f["broken_worker_oom_score"] > f["broken_rank_oom_score"], f  # the kernel's own badness ranks the workers above the rank
         d = o.diagnosis
         assert "OOM-killed by the kernel" in d["headline"] and f"Killed process {pid} (pt_data_worker)" in d["explanation"], d
 

@@ -55,7 +55,9 @@ def oom_figures(run_dir, prefix: str) -> dict:
     f = {"limited_ranks": len(rec), "rank": r, "limit_mib": m["limit_mib"], "peak_mib": m.get("peak_mib"),
          "peak_of_limit": round(m["peak_mib"] / m["limit_mib"], 3) if m.get("peak_mib") is not None else None,
          "oom_kills": m.get("oom_kills", 0), "workers": len(workers), "rank_rss_peak_mib": max(rank_rss, default=None),
-         "worker_rss_peak_mib": max(workers, default=None), "kernel_lines": len(m.get("kernel", []))}
+         "worker_rss_peak_mib": max(workers, default=None), "kernel_lines": len(m.get("kernel", [])),
+         "rank_oom_score": max((v.get("oom_score", 0) for v in procs.values() if v["role"] == "rank"), default=None),
+         "worker_oom_score": max((v.get("oom_score", 0) for v in procs.values() if v["role"] == "child"), default=None)}
     if kills := kernel_kills(m.get("kernel", [])):
         k = kills[0]
         f |= {"victim_pid": k["pid"], "victim_name": k["name"], "victim_anon_rss_mib": k["anon_rss_mib"],
