@@ -110,6 +110,7 @@ def two_agents(ctx: RankContext):
     env.update({RUN_DIR_ENV: str(job_dir), **p["node_env"].get(str(ctx.rank), {})})
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
             f"--rdzv-endpoint=127.0.0.1:{port[0]}", f"--rdzv-id=node-mismatch-{os.environ.get(RUN_ID_ENV, '')}",
+            f"--log-dir={job_dir / 'torchrun' / f'node{ctx.rank}'}",  # torchrun's own files in the job's directory, not a temp dir left in /tmp
             "-m", "distlab.rank.shim", "-m", "distlab.scenarios.doctor"]
     t0 = time.monotonic()
     try: out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=p["agent_timeout_s"])
