@@ -1,0 +1,66 @@
+"""Slow checkpoint: every 5 steps rank 0 writes the whole training state to shared storage, and every rank waits for it.
+
+Run it on 2 ranks:  distlab launch --nproc-per-node 2 broken.py   (bare: torchrun --nproc-per-node 2 broken.py)
+"""
+import os, time
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+STEPS, SAVE_EVERY = 18, 5
+CKPT_DIR = os.path.join(os.environ.get("DISTLAB_RUN_DIR", "."), "checkpoints")  # one directory per distlab run
+STORAGE_MB_S = 40  # EMULATION: the shared storage's write rate per writer (a network file system)
+
+
+class SharedStorage:
+    "A file on the shared storage: each write takes as long as it would at STORAGE_MB_S."
+    def __init__(self, f): self.f = f
+    def write(self, b):
+        time.sleep(len(b) / (STORAGE_MB_S * 1e6))  # EMULATION: the network and the far disk at work
+        return self.f.write(b)
+    def flush(self): self.f.flush()
+
+
+def write(state, step):
+    "Write `state` as checkpoint `step`: a temporary file, fsync (on disk before it counts), rename."
+    path, t0 = os.path.join(CKPT_DIR, f"step-{step:06d}.pt"), time.perf_counter()
+    with open(path + ".tmp", "wb") as f:
+        torch.save(state, SharedStorage(f))
+        f.flush(); os.fsync(f.fileno())
+    os.replace(path + ".tmp", path)
+    print(f"rank {dist.get_rank()}: saved step {step}, {os.path.getsize(path)} bytes in {time.perf_counter() - t0:.3f} s", flush=True)
+
+
+def main():
+    cuda = torch.cuda.is_available()
+    dist.init_process_group("nccl" if cuda else "gloo")  # rank and world size come from torchrun
+    rank = dist.get_rank()
+    device = torch.device(f"cuda:{os.environ['LOCAL_RANK']}" if cuda else "cpu")
+    os.makedirs(CKPT_DIR, exist_ok=True)
+
+    torch.manual_seed(0)
+    model = DDP(nn.Sequential(nn.Linear(512, 2048), nn.ReLU(), nn.Linear(2048, 512), nn.ReLU(), nn.Linear(512, 10)).to(device))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # two moments per weight: the state is 3x the model
+    child = None  # the process writing the last checkpoint
+    for step in range(STEPS):
+        g = torch.Generator().manual_seed(step * 100 + rank)
+        x, y = torch.randn(64, 512, generator=g).to(device), torch.randint(0, 10, (64,), generator=g).to(device)
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()  # DDP all-reduces the gradients here: every rank waits for the last to arrive
+        opt.step()
+        if (step + 1) % SAVE_EVERY == 0:
+            if rank == 0:
+                if child: os.waitpid(child, 0)
+                child = os.fork()  # a learner's try: the child's memory is the parent's at this moment (copy on write): it writes that
+                if child == 0:
+                    try: write({"model": model.module.state_dict(), "optimizer": opt.state_dict(), "step": step + 1}, step + 1)
+                    finally: os._exit(0)  # leave at once: the parent's threads, process group and exit handlers are not the child's
+    if child: os.waitpid(child, 0)
+    print(f"rank {rank}: {STEPS} steps, last loss {loss.item():.3f}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
