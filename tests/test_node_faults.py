@@ -1,16 +1,20 @@
 """Faults in the nodes' setup, on 2 emulated nodes (needs root), each broken and fixed on the kernel's own mechanism
 (`distlab.scenarios.on_nodes.NODE_FAULTS`): jumbo frames on both nodes with the switch at 1500 (small messages pass,
-the first large collective never ends), a link that drops packets at random (iptables `statistic`: slow, uneven
-all-reduces with no rank late), a node under a CPU quota (the straggler named on node 1), and GLOO_SOCKET_IFNAME
-naming an interface only node 0 has. The six network runs at once, then the two straggler runs; nothing is left behind."""
+the first large collective never ends: node 0's watch says `network-stall`), a link that drops packets at random
+(iptables `statistic`: slow, uneven all-reduces with no rank late: `slow-network`), a node under a CPU quota (the
+straggler named on node 1), and GLOO_SOCKET_IFNAME naming an interface only node 0 has. The six network runs at
+once, then the two straggler runs; nothing is left behind."""
 import shutil
 import pytest
 from distlab.scenarios.performance import busy_note
+from distlab.config import LaunchConfig
 from distlab.run.nodes import leftovers, missing_privileges
-from distlab.scenarios.on_nodes import NODE_FAULTS, start_fault, fault_result, slow_network, straggler_across
+from distlab.watch.watcher import STACK_GAP_S
+from distlab.scenarios.on_nodes import NODE_FAULTS, start_fault, fault_result, straggler_across
 
 MISSING = missing_privileges(["cpu"])
 pytestmark = [pytest.mark.skipif(MISSING is not None, reason=MISSING or ""), pytest.mark.slow]
+STALL_S = LaunchConfig().stall_after_s  # the launchers' stall threshold
 NO_IPTABLES = None if shutil.which("iptables") else "the lossy link needs iptables in node 1's namespace (apt-get install iptables)"
 
 def _run_all(tmp, runs: list[tuple[str, str]]) -> dict:
@@ -38,14 +42,23 @@ def _clean(r: dict):
 
 def test_jumbo_frames_through_a_1500_switch_stall_the_first_large_collective(runs):
     b, f = runs["node-mtu", "broken"], runs["node-mtu", "fixed"]
-    d = b["diagnosis"]
-    assert b["status"] != "ok" and d and d["kind"] == "network-stall", b["cluster"].text()
+    d = b["watch_diagnosis"]  # node 0's launcher: its live watch across the nodes, nothing read afterwards
+    assert b["status"] != "ok" and d and d["kind"] == "network-stall" and b["diagnosis"] == d, b["cluster"].text()
     c = d["collective"]
-    print(f"jumbo frames: {d['headline']}\n  node 0's watch said: {(b['watch_diagnosis'] or {}).get('headline')}")
-    assert c["init_ok"] and c["nodes"] == {0: 0, 1: 1}, c  # the process group formed: its small messages passed
-    assert c["op"] == "ddp_init" and "train.py:" in c["site"] and 1 in c["waiting"], c  # DDP's first broadcast (75 KB) never reached rank 1
+    print(f"jumbo frames: {d['headline']}\n  node 1 was told: {(b['node1_diagnosis'] or {}).get('headline')}")
+    assert c["init_ok"] and {r: n["node"] for r, n in c["nodes"].items()} == {"0": 0, "1": 1}, c  # the process group formed: its small messages passed
+    assert c["op"] == "ddp_init" and "train.py:" in c["site"] and 1 in c["waiting"] and c["bytes"] == 74784, c  # DDP's first broadcast (75 KB) never reached rank 1
     assert sorted(c["waiting"] + c["done_by"]) == [0, 1], c  # rank 0, its source, finished it (its bytes left) or waits too
-    assert c["waited_s"] >= 3.0 and "MTU" in d["headline"] and "rank 1 on node 1" in d["headline"], d["headline"]
+    assert c["waited_s"] >= c["allowed_s"] >= STALL_S, c  # the stall threshold after the last rank arrived, and its 75 KB at 100 Mbit/s
+    # named within 1 s of the moment it was one: the allowance passed since the last arrival, and every waiting rank idle for the
+    # stall threshold (the hub's CPU readings); when rank 0, on the hub itself, waits too, its two stack dumps STACK_GAP_S apart come first
+    idle = c["idle_s"]
+    assert set(idle) == {str(r) for r in c["waiting"]} and all(x is not None and x >= STALL_S for x in idle.values()), c
+    named_after_s = min(c["waited_s"] - c["allowed_s"], min(idle.values()) - STALL_S)
+    print(f"  named {c['waited_s']} s after the last rank entered, {named_after_s:.2f} s after it was a stall; idle {idle}")
+    assert named_after_s <= 1.0 + (STACK_GAP_S + 1.0 if 0 in c["waiting"] else 0.0), c
+    assert "MTU" in d["headline"] and "rank 1 on node 1" in d["headline"] and "ping -M do -s 8972" in d["fix"], d["headline"]
+    assert (b["node1_diagnosis"] or {}).get("kind") == "network-stall", b["node1_diagnosis"]  # the hub's verdict crossed the same path
     assert f["status"] == "ok" and f["diagnosis"] is None, f["cluster"].text()
     _clean(b); _clean(f)
 
@@ -53,11 +66,12 @@ def test_jumbo_frames_through_a_1500_switch_stall_the_first_large_collective(run
 def test_lossy_link_slow_uneven_steps_named_the_network(runs):
     b, f = runs["node-lossy-link", "broken"], runs["node-lossy-link", "fixed"]
     assert b["status"] == "ok" and f["status"] == "ok", (b["cluster"].text(), f["cluster"].text())
-    d = b["diagnosis"]
-    assert d and d["kind"] == "slow-network" and "on the network" in d["headline"], (d, b["figures"])
-    assert slow_network(f["steps"]) is None and f["diagnosis"] is None, f["figures"]
+    d = b["watch_diagnosis"]  # node 0's launcher: the advisory rules of its watch on the finished run
+    assert d and d["kind"] == "slow-network" and d["advisory"] and "on the network" in d["headline"], (d, b["figures"])
+    assert f["diagnosis"] is None, (f["diagnosis"], f["figures"])
     bw, fw = b["figures"]["wire_ms"], f["figures"]["wire_ms"]
-    print(f"all-reduce after the last rank arrived, ms: lossy {bw}, clean {fw}; steps: lossy {b['figures']['step_ms']}, clean {f['figures']['step_ms']}")
+    print(f"slow network: {d['headline']}\nall-reduce after the last rank arrived, ms: lossy {bw}, clean {fw}; "
+          f"steps: lossy {b['figures']['step_ms']}, clean {f['figures']['step_ms']}")
     assert bw["p90"] >= 3 * fw["p90"] and bw["max"] >= 200, (bw, fw)  # Linux's retransmission timer: 200 ms at least
     _clean(b); _clean(f)
 

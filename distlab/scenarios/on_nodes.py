@@ -15,12 +15,11 @@ from ..run.node_jobs import ClusterRun, launch_nodes
 # %% auto #0
 __all__ = ['SLOW_LINK_MBIT', 'RDZV_PORT', 'JUMBO_MTU', 'LOSS_P', 'STRAGGLER_QUOTA', 'NODE_SHARES', 'STRAGGLER_PERIOD_US',
            'MISSING_IFNAME', 'ELASTIC_RESTARTS', 'ELASTIC_LAST_CALL_S', 'ELASTIC_COLLECTIVE_S', 'ELASTIC_STEPS',
-           'NODE_FAULTS', 'ALL_IN_S', 'LOSS_LINE', 'RESUMED_LINE', 'SLOW_WIRE_S', 'MAX_LATE_SHARE', 'scenario_on_nodes',
-           'slow_link_on_nodes', 'firewall_commands', 'loopback_hosts_text', 'link_down_command',
-           'one_frame_per_packet', 'switch_mtu_commands', 'loss_commands', 'extra_interface_commands', 'fault_specs',
-           'fault_setup', 'NodeFault', 'start_fault', 'fault_result', 'fault_on_nodes', 'elastic_resume',
-           'reference_from', 'stuck_in_transit', 'network_stall', 'step_table', 'step_summary', 'slow_network',
-           'straggler_across', 'show_fault']
+           'NODE_FAULTS', 'LOSS_LINE', 'RESUMED_LINE', 'scenario_on_nodes', 'slow_link_on_nodes', 'firewall_commands',
+           'loopback_hosts_text', 'link_down_command', 'one_frame_per_packet', 'switch_mtu_commands', 'loss_commands',
+           'extra_interface_commands', 'fault_specs', 'fault_setup', 'NodeFault', 'start_fault', 'fault_result',
+           'fault_on_nodes', 'elastic_resume', 'reference_from', 'step_table', 'step_summary', 'straggler_across',
+           'show_fault']
 
 # %% ../../nbs/11b_node_scenarios.ipynb #0ad50740
 def scenario_on_nodes(id: str,  # a registered scenario with a rank function (not a script)
@@ -236,13 +235,13 @@ NODE_FAULTS = {f.id: f for f in [
                           "segmentation-offload packet of many frames over any MTU (measured: 64 KB and 1 MB messages crossed "
                           "the 1500 hop while 1.5 to 9 KB ones stalled); a NIC cuts such packets into frames before the wire, "
                           "so here each node's interface sends one frame per packet (`gso_max_segs 1`), in the broken and the "
-                          "fixed cluster alike. What happens then: DDP's first broadcast leaves rank 0, its source (the bytes "
-                          "went into its socket), and never reaches rank 1. The live watch sees rank 0 waiting in its first "
-                          "all-reduce and rank 1 'never entering it' and, in one run, called it a stall on rank 1 (3 s after rank "
-                          "0's all-reduce began, rank 1 inside ddp_init for 10 s) while node 1 lost the hub (its replies do not "
-                          "fit either); in another it said nothing for 19 s, node 1's state no longer reaching it. In another run both ranks stayed inside ddp_init (rank 0's send had not gone out "
-                          "whole) and no rule of the watch fired at all. Read from every node's records, both are one fault: "
-                          "every rank entered the collective, and the data did not arrive.",
+                          "fixed cluster alike. What happens then: every rank enters DDP's construction, whose first broadcast "
+                          "carries the parameters; rank 0, its source, may finish it (its bytes went into its socket) and go on "
+                          "to its first all-reduce, while rank 1 waits for bytes that never come. No rank is missing, so a rule "
+                          "that looks for the rank that never came has no one to name, or blames rank 1 for never reaching the "
+                          "all-reduce. distlab's `network-stall` rule (`distlab.watch.network_rules`) looks at the collective "
+                          "every rank entered and names it once it has waited the stall threshold after the last rank arrived: "
+                          "the call, its size, the ranks still inside it and their nodes.",
               broken=f"both nodes' eth0 at MTU {JUMBO_MTU}; the switch's ports at 1500",
               fixed=f"the switch's ports at {JUMBO_MTU} too: jumbo frames end to end (the nodes back at 1500 works as well)"),
     NodeFault(id="node-lossy-link", title="A lossy link: one node drops some of its packets", kind="slow-network", steps=40,
@@ -299,8 +298,6 @@ NODE_FAULTS = {f.id: f for f in [
 ]}
 
 # %% ../../nbs/11b_node_scenarios.ipynb #f11be4da
-ALL_IN_S = 15.0  # a rank inside a collective every rank entered, this long: the job's data is not arriving (node-mtu; at a load of 20 on 2 cores a healthy ddp_init took over 8 s)
-
 def start_fault(id: str,  # a `NODE_FAULTS` id
                 variant: str = "broken",  # `broken` or `fixed`
                 *, runs_root: str | Path | None = None,
@@ -352,20 +349,11 @@ def start_fault(id: str,  # a `NODE_FAULTS` id
     return job, info
 
 def fault_result(job: ClusterRun, info: dict) -> dict:
-    "Wait for a `start_fault` job: its status, the diagnosis node 0 made (for node-mtu, node-lossy-link and a node-straggler its watch did not name: this module's reading of every node's recorded collectives), what node 1 was told, the setup, seconds from the cut to the diagnosis, and the steps' figures."
-    world = len(job.cluster.nodes)
-    if NODE_FAULTS[info["id"]].kind == "network-stall":  # no rule of the watch may end it: stop it once a rank sat ALL_IN_S in transit
-        while not job._done.wait(0.5):
-            found = stuck_in_transit(job.run_dirs, world)
-            if found and found["waited_s"] >= ALL_IN_S: job.stop(); break
+    "Wait for a `start_fault` job: its status, the diagnosis node 0's watch made (for a node-straggler it did not name: the straggler rule over every node's records), what node 1 was told, the setup, seconds from the cut to the diagnosis, and the steps' figures."
     res = job.wait()
     d0, d1 = (n.get("diagnosis") for n in res.nodes)
     watch = d0  # what node 0's watch said itself
-    if NODE_FAULTS[info["id"]].kind == "network-stall" and res.status != "ok":
-        found = stuck_in_transit(job.run_dirs, world, now=job.started + res.duration_s)
-        if found: d0 = network_stall(found)
     rows = step_table(res)
-    if info["id"] == "node-lossy-link" and d0 is None and res.status == "ok": d0 = slow_network(rows)
     if info["id"] == "node-straggler" and res.status == "ok" and (d0 or {}).get("kind") != "straggler": d0 = straggler_across(res)
     after = lambda d: round(d["t"] - info["cut_t"], 2) if d and info["cut_t"] else None
     out = {**info, "status": res.status, "diagnosis": d0, "watch_diagnosis": watch, "node1_diagnosis": d1, "cluster": res, "left": res.left,
@@ -438,55 +426,6 @@ def _same_weights(a: Path, b: Path) -> bool | None:
 
 
 # %% ../../nbs/11b_node_scenarios.ipynb #f11b5e73
-SLOW_WIRE_S = 0.05  # a lossy link: the all-reduce's time after the last rank arrived, at the 90th percentile, at least this
-MAX_LATE_SHARE = 0.25  # ... while the last rank arrives later than the first by at most this share of it (no straggler)
-
-def stuck_in_transit(run_dirs: dict,  # node -> its run directory (`ClusterRun.run_dirs`)
-                     world_size: int, now: float | None = None) -> dict | None:
-    "A rank inside a collective that every other rank has entered too, finished or not (so no rank is missing): which one, where, since when, who finished it, each rank's node, whether init had completed; else None."
-    import time
-    from distlab.rank.events import read_events, event_ranks
-    from distlab.watch.analysis import tracks_from_events
-    node_of = {r: node for node, d in run_dirs.items() for r in event_ranks(d)}
-    if len(node_of) < world_size: return None
-    tracks = tracks_from_events({r: read_events(run_dirs[node], r) for r, node in node_of.items()})
-    now = time.time() if now is None else now
-    for r, t in sorted(tracks.items()):
-        c = t.current()
-        if c is None: continue
-        g, s = c.get("group", "world"), c["seq"]
-        others = {q: u.colls.get(g, {}).get(s) for q, u in tracks.items() if q != r}
-        if any(rec is None for rec in others.values()): continue  # a rank never entered it: a stall, the watch's own case
-        done = sorted(q for q, rec in others.items() if rec.get("state") == "completed")
-        return {"rank": r, "op": c.get("op"), "seq": s, "group": g, "site": c.get("site"), "code": c.get("code"),
-                "waited_s": round(now - c["t0"], 2), "done_by": done, "waiting": sorted(set(tracks) - set(done)),
-                "nodes": {q: node_of[q] for q in sorted(tracks)},
-                "init_ok": all((u.init or {}).get("state") == "completed" for u in tracks.values())}
-    return None
-
-def network_stall(found: dict) -> dict:
-    "The diagnosis of a rank stuck inside a collective every rank entered (`stuck_in_transit`): the data between them is not arriving."
-    import time
-    nodes, waiting = found["nodes"], found.get("waiting") or [found["rank"]]
-    who = lambda rs: ", ".join(f"rank {q} on node {nodes[q]}" for q in rs)
-    head = (f"{who(waiting)} {'has' if len(waiting) == 1 else 'have'} waited {found['waited_s']:.0f} s inside {found['op']} "
-            f"#{found['seq']} at {found['site']}, "
-            + (f"which {who(found['done_by'])} finished: what {'it' if len(found['done_by']) == 1 else 'they'} sent has not arrived"
-               if found["done_by"] else "which every rank entered: none is missing, and what they send each other is not arriving"))
-    if found["init_ok"]: head += "; init_process_group's small messages got through, so large frames are being dropped between the nodes (an MTU mismatch?)"
-    return {"kind": "network-stall", "culprit_ranks": [], "headline": head, "t": time.time(), "collective": found,
-            "explanation": "A collective ends on a rank when the other ranks' data has reached it. Here every rank entered "
-                           "it, and a rank that only had to send (the source of a broadcast, such as DDP's first copy of "
-                           "the parameters) even finished; the one that has to receive waits, with no error: TCP keeps "
-                           "resending what the path drops. Small messages passed (the rendezvous, the process group's "
-                           "handshake), so the path drops only large frames: typically jumbo frames (MTU 9000) on the nodes "
-                           "and a hop between them at 1500, which drops the larger frames silently.",
-            "fix": "Compare the MTU on every hop: `ip link` on each node (mtu ...), the switch's ports, any tunnel or overlay "
-                   "(VXLAN takes 50 bytes). Test the path: `ping -M do -s 8972 OTHER_NODE` fails where 9000-byte frames do "
-                   "not pass, `ping -M do -s 1472` passes. Set the same MTU end to end: jumbo frames on the switch too, or "
-                   "1500 on the nodes. Where that cannot be done at once, net.ipv4.tcp_mtu_probing=1 lets TCP find the smaller "
-                   "size after a stall."}
-
 def step_table(res) -> list[dict]:
     "Per DDP step across the nodes (a `ClusterResult`, all nodes on one clock): `step_s` (the last rank's all-reduce end to end), `late_s` (how much later the last rank entered the all-reduce than the first) and `wire_s` (from the last rank's entry to the last rank's exit)."
     from distlab.rank.events import event_ranks
@@ -510,26 +449,6 @@ def step_summary(rows: list[dict], skip: int = 2) -> dict:
         xs = [r[k] for r in rows]
         out[k[:-2] + "_ms"] = {"median": round(statistics.median(xs) * 1e3, 1), "p90": round(q(xs, 0.9) * 1e3, 1), "max": round(max(xs) * 1e3, 1)}
     return out
-
-def slow_network(rows: list[dict]) -> dict | None:
-    "The `slow-network` diagnosis of a run whose all-reduces take long after every rank has arrived, unevenly, with no rank late; None when they do not."
-    import time
-    s = step_summary(rows)
-    if not s: return None
-    wire, late, step = s["wire_ms"], s["late_ms"], s["step_ms"]
-    if wire["p90"] < SLOW_WIRE_S * 1e3 or late["median"] > MAX_LATE_SHARE * wire["p90"]: return None
-    head = (f"the all-reduce takes {wire['median']:.0f} ms at the median, {wire['p90']:.0f} ms at the 90th percentile and up to "
-            f"{wire['max']:.0f} ms after the last rank has arrived, while the last rank arrives {late['median']:.1f} ms after the "
-            f"first: the time goes on the network, not in a rank (steps: median {step['median']:.0f} ms, p90 {step['p90']:.0f} ms)")
-    return {"kind": "slow-network", "culprit_ranks": [], "headline": head, "t": time.time(), "collective": s,
-            "explanation": "An all-reduce can finish only when every rank has entered it and the data has crossed. Every "
-                           "rank entered these at nearly the same time (no straggler), yet they took long, and unevenly, "
-                           "after that: the bytes are slow to cross. An uneven tail of a few hundred milliseconds is what TCP "
-                           "does with lost packets (a retransmission timer of 200 ms or more); an even slowness is a slow or "
-                           "shared link.",
-            "fix": "Look at the link's counters on every node: `ip -s link` (errors, dropped), `ethtool -S IFACE`, "
-                   "`nstat -az TcpRetransSegs` before and after a few steps. Retransmissions climbing on one node point at "
-                   "its cable, transceiver or switch port. Measure the link alone with `distlab cluster --bench` or iperf3."}
 
 def straggler_across(res) -> dict | None:
     "The `straggler` rule (`distlab.watch.perf_rules`) over every node's ranks at once, read from the nodes' run directories: its diagnosis with the slow rank's node and host, or None."
@@ -568,9 +487,9 @@ def show_fault(id: str) -> str:
             if f.fixed_script else f"The script (the same on the broken and the fixed cluster): {lessons_dir() / f.script} {f.steps}"), "",
            f"Broken: {f.broken}", fmt(setups[0]), ""]
     out += [f"Fixed: {f.fixed}", fmt(setups[1])] if f.fixed else ["Fixed: not a setup; see Why."]
-    if f.kind in ("network-stall", "slow-network"):
-        out += ["", f"What distlab says: a `{f.kind}` diagnosis read from every node's recorded collectives "
-                "(`distlab.scenarios.on_nodes`); no rule of the live watch names this fault yet"]
+    if f.kind == "slow-network":
+        out += ["", "What distlab says: an advisory `slow-network` verdict from node 0's watch, on both nodes' DDP all-reduces "
+                "(`distlab.watch.network_rules`): the run goes on"]
     elif f.kind == "straggler":
         out += ["", "What distlab says: a `straggler` diagnosis from node 0's watch, naming node 1's rank from the DDP "
                 "backwards node 1's looks carry (the same rule over every node's records: `straggler_across`)"]

@@ -13,7 +13,7 @@ from .watcher import Watcher, main_thread_syscall, collect_stacks, FUTEX_SYSCALL
 
 # %% auto #0
 __all__ = ['KEEP_COLLS', 'TRACEBACK_CHARS', 'CALL_KEYS', 'WATCH_PORT_ENV', 'CROSS_NODE_ENV', 'LOOK_S', 'NODE_LOST_S', 'QUIET_S',
-           'EOF_GRACE_S', 'NO_HELLO_JOIN_S', 'FALLBACK_STALL_S', 'SHIFT_LOOKS', 'HUB_FINAL_WAIT_S',
+           'EOF_GRACE_S', 'NO_HELLO_JOIN_S', 'FALLBACK_STALL_S', 'SHIFT_LOOKS', 'WATCH_MSS', 'HUB_FINAL_WAIT_S',
            'HUB_CONNECT_WAIT_S', 'LOST_FIX', 'KEPT_DDP', 'rank_state', 'node_message', 'WireEncoder', 'WireDecoder',
            'node_facts', 'Hub', 'HubClient', 'CrossNodeWatcher', 'node_lost', 'hub_lost', 'init_across_nodes',
            'node_watcher']
@@ -217,6 +217,7 @@ EOF_GRACE_S = 1.0  # a node whose connection closed without a goodbye, and that 
 NO_HELLO_JOIN_S = 60.0  # before any rank of the job has started, `join_timeout_s` is at least this: torchrun's rendezvous waits for every node first
 FALLBACK_STALL_S = 30.0  # with only this node's ranks in view (no other node reached), a wait this long reads as a stall
 SHIFT_LOOKS = 25  # a node's clock offset is the smallest (arrival - its `now`) of its last this many looks: the network's delay least
+WATCH_MSS = 1200  # the watch's TCP segments at most this many bytes, both ways: its looks and replies cross a path that drops large frames (an MTU mismatch), which is what it must then report
 
 def node_facts() -> dict:
     "What the other nodes' ranks will be told about this host: its hostname and the addresses that name resolves to here (its hosts file)."
@@ -352,6 +353,7 @@ def _bind(host: str, port: int) -> socket.socket | None:
         s = socket.socket(fam, typ, proto)
         try:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if hasattr(socket, "TCP_MAXSEG"): s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, WATCH_MSS)  # advertised to every node, inherited by each connection
             s.bind(addr); s.listen(64); return s
         except OSError: s.close()
     return None
@@ -440,6 +442,7 @@ def _poll(self: CrossNodeWatcher, now: float | None = None, *, final: bool = Fal
         init_across_nodes(d, [(self.node, self.hostname, self.facts, sorted(self._local()))]
                           + [(n.get("node"), n.get("host"), n.get("facts") or {}, sorted(n.get("tracks") or {})) for n in nodes])
     self._name_nodes(d)
+    if d.kind == "network-stall": d.collective["idle_s"] = {str(r): self._idle_s(r, now) for r in d.collective.get("waiting") or []}
     if self.stacks and not final:
         d.stacks = self.collect_stacks()
         far = [r for r in d.culprit_ranks if r in self._where and r not in self._local()]
@@ -448,6 +451,13 @@ def _poll(self: CrossNodeWatcher, now: float | None = None, *, final: bool = Fal
     self.diagnoses[self.gen] = d
     with self.hub.lock: self.hub.reply = {**self.hub.reply, "diagnosis": d.to_dict(), "by": {"node": self.node, "host": self.hostname}}
     return d
+
+def _idle_s(self: CrossNodeWatcher, rank: int, now: float) -> float | None:
+    "Seconds `rank` has used no CPU: this node's reading of its own rank, its node's for another's; None when unmeasured (the strict policy)."
+    t = self._local().get(rank)
+    if t is None: return (self._remote_cpu.get(rank) or {}).get("idle_s")
+    act = self._activity.get(t.pid)
+    return None if act is None else round(act.idle_for_s(now), 1)
 
 def _join_timeout(self: CrossNodeWatcher, tracks: dict[int, RankTrack]) -> float:
     "The join timeout now: the run's own once a rank has started; before, at least `NO_HELLO_JOIN_S` (the nodes may still be meeting)."
@@ -503,7 +513,8 @@ def _name_nodes(self: CrossNodeWatcher, d: Diagnosis) -> None:
         s["node"], s["node_host"] = node, host
         s["doing"] = f"[node {node}, {host}] {s.get('doing', '')}"
         nodes[str(r)] = {"node": node, "host": host}
-    named = [f"rank {r} on node {nodes[str(r)]['node']} (host {nodes[str(r)]['host']})" for r in d.culprit_ranks if str(r) in nodes]
+    named_ranks = d.culprit_ranks or (d.collective or {}).get("waiting") or []  # a network stall has no culprit: the ranks still waiting
+    named = [f"rank {r} on node {nodes[str(r)]['node']} (host {nodes[str(r)]['host']})" for r in named_ranks if str(r) in nodes]
     if named and d.kind != "node-lost": d.headline += "; " + ", ".join(named)
     d.collective = {**d.collective, "nodes": nodes, "diagnosed_on": {"node": self.node, "host": self.hostname}}
 
@@ -529,7 +540,7 @@ def _dump_stacks_asked(self: CrossNodeWatcher) -> None:
 CrossNodeWatcher.poll, CrossNodeWatcher._merged, CrossNodeWatcher._lost, CrossNodeWatcher._join_timeout = _poll, _merged, _lost, _join_timeout
 CrossNodeWatcher._remote_stacks, CrossNodeWatcher._dump_stacks_asked = _remote_stacks, _dump_stacks_asked
 CrossNodeWatcher._stuck_any, CrossNodeWatcher._remote_stuck, CrossNodeWatcher._name_nodes = _stuck_any, _remote_stuck, _name_nodes
-CrossNodeWatcher._quiet = _quiet
+CrossNodeWatcher._quiet, CrossNodeWatcher._idle_s = _quiet, _idle_s
 
 # %% ../../nbs/26b_cross_node.ipynb #91a03fd2
 HUB_FINAL_WAIT_S = 2.0  # a node whose ranks have ended waits this long for the hub's diagnosis before it makes its own
