@@ -9,10 +9,10 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'RUN_DIR_ENV', 'RUN_ID_ENV', 'BACKEND_ENV', 'RUNS_ROOT_ENV', 'FAST_EXIT_ENV', 'DDP_BUCKETS_ENV',
-           'TRACE_ENV', 'RESTART_ENV', 'RUN_SUBDIRS', 'RUN_JSON', 'RESULT_JSON', 'RANK_MACHINERY', 'STEP_PHASE_FIELDS',
-           'HEALTH_FIELDS', 'HEALTH_ENV', 'MEMORY_FIELDS', 'EVENT_FIELDS', 'COMMON_FIELDS', 'restart_generation',
-           'events_path', 'tape_paths', 'tape_glob', 'heartbeat_path', 'stacks_path', 'log_path', 'trace_path',
-           'is_machinery', 'make_run_dir', 'checkpoints_path', 'bench_path', 'ranks_in', 'check_event']
+           'TRACE_ENV', 'RESTART_ENV', 'RUN_SUBDIRS', 'RUN_JSON', 'RESULT_JSON', 'MEMORY_JSON', 'RANK_MACHINERY',
+           'STEP_PHASE_FIELDS', 'HEALTH_FIELDS', 'HEALTH_ENV', 'MEMORY_FIELDS', 'EVENT_FIELDS', 'COMMON_FIELDS',
+           'restart_generation', 'events_path', 'tape_paths', 'tape_glob', 'heartbeat_path', 'stacks_path', 'log_path',
+           'trace_path', 'is_machinery', 'make_run_dir', 'checkpoints_path', 'bench_path', 'ranks_in', 'check_event']
 
 # %% ../nbs/01_contract.ipynb #04a02084
 SCHEMA_VERSION = 2  # 2: events carry `gen` (torchrun's restart generation); run.json says `schema`
@@ -33,6 +33,7 @@ def restart_generation(environ=None) -> int:
 # %% ../nbs/01_contract.ipynb #682dc819
 RUN_SUBDIRS = ("logs", "events", "stacks", "torchrun")
 RUN_JSON, RESULT_JSON = "run.json", "result.json"
+MEMORY_JSON = "limits_memory.json"  # a run under a memory limit (`run.limits`): the memory cgroups' figures and the kernel's OOM report
 
 def events_path(run_dir: str | Path, rank: int) -> Path:
     "The event file of `rank`."

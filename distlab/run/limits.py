@@ -11,13 +11,13 @@ from typing import Sequence
 
 import psutil
 
-from ..contract import RUN_DIR_ENV, RUN_ID_ENV
+from ..contract import RUN_DIR_ENV, RUN_ID_ENV, MEMORY_JSON
 
 # %% auto #0
-__all__ = ['PREFIX', 'CGROUP_ROOT', 'STATE_DIR', 'VOLUME_ROOT', 'CFS_PERIOD_US', 'DATA_DIR_ENV', 'MEMORY_JSON', 'MEMORY_EVERY_S',
-           'new_token', 'cgroup_dir', 'volume_dir', 'memory_dir', 'Limits', 'missing_privileges', 'leftovers',
-           'teardown', 'sweep_leftovers', 'start_limits_reaper', 'AppliedLimits', 'apply_limits', 'attach_pid',
-           'attach', 'release', 'write_test_files', 'main']
+__all__ = ['PREFIX', 'CGROUP_ROOT', 'STATE_DIR', 'VOLUME_ROOT', 'CFS_PERIOD_US', 'DATA_DIR_ENV', 'MEMORY_EVERY_S', 'new_token',
+           'cgroup_dir', 'volume_dir', 'memory_dir', 'Limits', 'missing_privileges', 'leftovers', 'teardown',
+           'sweep_leftovers', 'start_limits_reaper', 'AppliedLimits', 'apply_limits', 'attach_pid', 'attach', 'release',
+           'write_test_files', 'main']
 
 # %% ../../nbs/13_limits.ipynb #c4d93e84
 PREFIX = "distlab_limits-"  # cgroups, volumes and state: distlab_limits-<token>-cpu (not `distlab-`: emulated nodes sweep those)
@@ -35,7 +35,6 @@ def new_token() -> str:
 def cgroup_dir(controller: str, token: str) -> Path: return CGROUP_ROOT / controller / f"{PREFIX}{token}"
 def volume_dir(token: str) -> Path: return VOLUME_ROOT / f"{PREFIX}{token}"
 def memory_dir(token: str, rank: int) -> Path: return CGROUP_ROOT / "memory" / f"{PREFIX}{token}_rank{rank}"
-MEMORY_JSON = "limits_memory.json"  # in the run directory: the memory cgroups' figures and the kernel's OOM report
 
 # %% ../../nbs/13_limits.ipynb #c4881c97
 def _pick(spec, nproc: int) -> list[int]: return [nproc - 1] if spec == "last" else [r for r in spec if r < nproc]

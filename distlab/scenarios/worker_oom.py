@@ -6,7 +6,7 @@
 from __future__ import annotations
 import json, re
 from pathlib import Path
-from ..run.limits import MEMORY_JSON
+from ..contract import MEMORY_JSON
 from . import Scenario, Variant, Expect, Measured, register
 
 # %% auto #0
