@@ -13,11 +13,11 @@ from .config import LaunchConfig, ConfigError, STALL_POLICIES
 from .scenarios import NotRunnable  # the catalogue's format only: no family (and no torch) is imported with it
 
 # %% auto #0
-__all__ = ['TORCHRUN_FIELDS', 'CONSOLE_OPTIONS', 'REFUSED_OPTIONS', 'DEFAULT_EXPORT_PORT', 'EXIT_STOPPED_BY_DISTLAB',
-           'EXIT_TIMEOUT', 'EXIT_INTERRUPTED', 'COMMANDS', 'add_torchrun_options', 'cmd_show', 'cmd_try', 'cmd_clean',
-           'build_parser', 'cmd_export', 'cmd_list', 'cmd_run', 'std_spec', 'console_filter', 'LaunchRequest',
-           'launch_request', 'target_problems', 'launch_exit_code', 'cmd_launch', 'tour', 'tour_table', 'cmd_tour',
-           'cmd_bench', 'cmd_doctor', 'cmd_cluster', 'cmd_lab', 'main']
+__all__ = ['TORCHRUN_FIELDS', 'CONSOLE_OPTIONS', 'REFUSED_OPTIONS', 'DEFAULT_EXPORT_PORT', 'EXIT_NOT_RUN',
+           'EXIT_STOPPED_BY_DISTLAB', 'EXIT_TIMEOUT', 'EXIT_INTERRUPTED', 'COMMANDS', 'add_torchrun_options',
+           'cmd_show', 'cmd_try', 'cmd_clean', 'build_parser', 'cmd_export', 'cmd_list', 'cmd_run', 'std_spec',
+           'console_filter', 'LaunchRequest', 'launch_request', 'target_problems', 'launch_exit_code', 'cmd_launch',
+           'tour', 'tour_table', 'cmd_tour', 'cmd_bench', 'cmd_doctor', 'cmd_cluster', 'cmd_lab', 'main']
 
 # %% ../nbs/70_cli.ipynb #8b5229c0
 class _Env(argparse.Action):
@@ -102,7 +102,8 @@ def _lesson_parsers(sub):
     p.add_argument("--plain", action="store_true", help="the file exactly as the ranks run it: no header, no line numbers (to save and edit)")
     p = sub.add_parser("try", help="run your fix of a lesson's script on real ranks under the watch, and grade it",
                        description="Runs SCRIPT (your edited copy of `distlab show SCENARIO --plain`) as the scenario's fixed variant "
-                       "would run, and grades the outcome: exit 0 when it is fixed, 1 when not (with the reason).")
+                       "would run, and grades the outcome: exit 0 when it is fixed, 1 when not (with the reason), 77 when this machine "
+                       "cannot run the lesson (it needs root).")
     p.add_argument("scenario"); p.add_argument("script", nargs="?", default=None, help="your edited script")
     p.add_argument("--hint", type=int, default=None, metavar="N", help="print hint N (from 1) instead of running anything")
     _common(p)
@@ -114,9 +115,11 @@ def cmd_show(a) -> int:
     return 0
 
 def cmd_try(a) -> int:
-    "Grade a learner's script for a lesson on real ranks: 0 when fixed, 1 when not, 2 when it cannot run."
+    "Grade a learner's script for a lesson on real ranks: 0 when fixed, 1 when not, 2 on bad input, 77 when this machine cannot run it."
     from distlab.scenarios.lesson import try_fix, hint
     if a.hint is not None: print(hint(a.scenario, a.hint)); return 0
+    from distlab.scenarios import get_scenario
+    if (code := _not_run(get_scenario(a.scenario), "fixed", a.nproc or 2, a.json)) is not None: return code
     if a.script is None: raise ValueError(f"give the script to try: distlab try {a.scenario} my_fix.py (start from: distlab show {a.scenario} --plain > my_fix.py)")
     try: v = try_fix(a.scenario, Path(a.script), nproc=a.nproc or 2, backend=a.backend, runs_root=a.runs_root, timeout_s=a.timeout)
     except SyntaxError as e: raise ValueError(f"{a.script} does not compile: {e}; fix that first") from None
@@ -191,7 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="distlab", description="Reproduce, diagnose and fix distributed PyTorch failures.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("list", help="list the scenarios"); p.add_argument("--json", action="store_true")
-    p = sub.add_parser("run", help="run a scenario, broken or fixed, and check its expected outcome")
+    p = sub.add_parser("run", help="run a scenario, broken or fixed, and check its expected outcome",
+                       description="Runs the scenario on real ranks under the watch: exit 0 when it did what its variant "
+                       "expects, 1 when not, 77 when this machine cannot run it (it needs root; one line says what).")
     p.add_argument("scenario"); p.add_argument("--variant", default="broken", help="broken or fixed")
     p.add_argument("--logs", action="store_true", help="stream every rank's output while it runs")
     _trace_option(p)
@@ -345,9 +350,21 @@ def cmd_list(a) -> int:
 def _print_line(rank, stream, line):
     print(f"[rank {rank}] {line}" if rank is not None else line, file=sys.stderr if stream == "stderr" else sys.stdout, flush=True)
 
+EXIT_NOT_RUN = 77  # this machine cannot run the scenario (it needs root): the code test harnesses read as "skipped"
+
+def _not_run(s, variant: str, nproc: int | None, as_json: bool) -> int | None:
+    "When this process cannot run scenario `s`: say why in one line (stderr; with `as_json` its outcome too) and return EXIT_NOT_RUN."
+    from distlab.scenarios.runner import not_run_reason, not_run_outcome
+    nproc = nproc or s.default_nproc
+    if (why := not_run_reason(s, nproc)) is None: return None
+    if as_json: print(json.dumps(not_run_outcome(s.id, variant, nproc, why).to_dict(), default=str))
+    print(f"distlab: {s.id} ({variant}): {why}", file=sys.stderr)
+    return EXIT_NOT_RUN
+
 def cmd_run(a) -> int:
     from distlab.scenarios import get_scenario, run_scenario
     s = get_scenario(a.scenario); v = s.variant(a.variant)
+    if (code := _not_run(s, a.variant, a.nproc, a.json)) is not None: return code
     if not a.json: print(f"distlab: {s.id} ({a.variant}): {v.description}", flush=True)
     o = run_scenario(s.id, a.variant, nproc=a.nproc, backend=a.backend, timeout_s=a.timeout, runs_root=a.runs_root, trace_steps=a.trace,
                      on_line=_print_line if a.logs and not a.json else None)
@@ -479,7 +496,8 @@ def _echo(rank, stream, line):
 def tour(*, only=None, nproc=None, backend="auto", runs_root=None, plots_dir="distlab-tour", timeout_s=None,
          out=sys.stdout) -> list[dict]:
     "Run every scenario broken then fixed; print progress and a table; save plots; return the outcomes."
-    from distlab.scenarios import SCENARIOS, run_scenario, unmet_needs
+    from distlab.scenarios import SCENARIOS, run_scenario
+    from distlab.scenarios.runner import not_run_reason
     ids = only or list(SCENARIOS)
     unknown = [i for i in ids if i not in SCENARIOS]
     if unknown: raise KeyError(f"unknown scenario(s) {unknown}; known: {', '.join(SCENARIOS)}")
@@ -487,7 +505,7 @@ def tour(*, only=None, nproc=None, backend="auto", runs_root=None, plots_dir="di
     rows, t0 = [], time.time()
     for n, (sid, variant) in enumerate(jobs, 1):
         print(f"[{n:>2}/{len(jobs)}] {sid} {variant} ...", end=" ", flush=True, file=out)
-        if why := unmet_needs(SCENARIOS[sid]):
+        if why := not_run_reason(SCENARIOS[sid], nproc):
             print(why, flush=True, file=out); continue  # not a failure: this machine cannot run it
         o = run_scenario(sid, variant, nproc=nproc, backend=backend, runs_root=runs_root, timeout_s=timeout_s)
         plots = _save_plots(o.run_dir, Path(plots_dir) / f"{sid}-{variant}")
@@ -653,7 +671,9 @@ def main(argv: list[str] | None = None) -> int:
         except SchedulerError as e: print(f"distlab: error: {e}", file=sys.stderr); sys.exit(2)
     a = build_parser().parse_args(argv)
     try: code = COMMANDS[a.cmd](a)
-    except (KeyError, ValueError, FileNotFoundError, NotRunnable) as e:  # NotRunnable: a scenario this machine cannot run, and why
+    except NotRunnable as e:  # a scenario this machine cannot run, and why: not an error of the command line
+        print(f"distlab: {e}", file=sys.stderr); code = EXIT_NOT_RUN
+    except (KeyError, ValueError, FileNotFoundError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"distlab: error: {msg}", file=sys.stderr); code = 2
     sys.exit(code)

@@ -8,9 +8,9 @@ import difflib, hashlib, json, shlex, time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import get_scenario, SCENARIOS
+from . import get_scenario, NotRunnable, SCENARIOS
 from ..run.launch import runs_root
-from .runner import ScenarioOutcome, scenario_outcome, start_scenario
+from .runner import ScenarioOutcome, not_run_reason, scenario_outcome, start_scenario
 
 # %% auto #0
 __all__ = ['lesson_ids', 'script_source', 'sha256_text', 'marked_lines', 'script_diff', 'show', 'ran_hashes', 'Verdict', 'grade',
@@ -146,6 +146,7 @@ def _as_file(id: str, fix, root) -> Path:
 def start_try(id: str, fix, *, nproc: int = 2, backend: str = "auto", runs_root=None, timeout_s: float | None = None,
               **launch_options):
     "Start `fix` (your edited script: a path, or its text) for scenario `id` on `nproc` ranks; returns `(run, sha256 of the file)` at once."
+    if why := not_run_reason(get_scenario(id), nproc): raise NotRunnable(why)  # before anything is written: a try here cannot run
     path = _as_file(id, fix, runs_root)
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     run = start_scenario(id, "fixed", script=path, nproc=nproc, backend=backend, runs_root=runs_root, timeout_s=timeout_s,

@@ -5,6 +5,7 @@
 # %% ../../nbs/44_runner.ipynb #fdce4f43
 from __future__ import annotations
 from dataclasses import dataclass, field, asdict
+import os
 from pathlib import Path
 
 from ..config import TrainConfig
@@ -14,7 +15,8 @@ from ..run.launch import launch, Run, RunResult
 from . import Expect, Measured, NotRunnable, Scenario, get_scenario, unmet_needs
 
 # %% auto #0
-__all__ = ['ScenarioOutcome', 'measure', 'compare', 'scenario_outcome', 'start_scenario', 'run_scenario']
+__all__ = ['ScenarioOutcome', 'measure', 'compare', 'scenario_outcome', 'start_scenario', 'run_scenario', 'not_run_reason',
+           'not_run_outcome']
 
 # %% ../../nbs/44_runner.ipynb #a72c81c6
 @dataclass(kw_only=True)
@@ -26,7 +28,7 @@ class ScenarioOutcome:
     status: str
     expected_status: str
     matched: bool
-    "the run produced the variant's expected outcome"
+    "the run produced the variant's expected outcome (a scenario passed over here, `not_run`, is matched: nothing ran against it)"
     problems: list[str]
     "how it differed from the expectation (empty when matched)"
     steps_per_rank: dict[int, int]
@@ -37,6 +39,8 @@ class ScenarioOutcome:
     duration_s: float
     figures: dict = field(default_factory=dict)
     "what the variant's measured checks measured"
+    not_run: str | None = None
+    "why this machine did not run it (`not run: needs root (...)`); None when it ran"
 
     def to_dict(self) -> dict:
         d = asdict(self); d["steps_per_rank"] = {str(k): v for k, v in self.steps_per_rank.items()}
@@ -97,7 +101,7 @@ def start_scenario(id: str, variant: str = "broken", *, nproc: int | None = None
     s = get_scenario(id); v = s.variant(variant)
     nproc = nproc or s.default_nproc
     _check_nproc(s, nproc)
-    if why := unmet_needs(s): raise NotRunnable(why)
+    if why := not_run_reason(s, nproc): raise NotRunnable(why)
     opts = {**s.launch_options, **launch_options}
     opts["env"] = {**(opts.get("env") or {}), FAST_EXIT_ENV: "1"}  # see distlab.rank.shim: torch's teardown abort is not the lesson
     limits = _make_limits(s, nproc, opts, on_exit) if s.limits else None
@@ -123,7 +127,7 @@ def _make_limits(s: Scenario, nproc: int, opts: dict, on_exit):
     "The scenario's limits made for one run (`distlab.run.limits`; their env joins `opts`), and an on_exit that releases them first."
     from distlab.run.limits import Limits, apply_limits, missing_privileges
     limits = Limits(**s.limits)
-    if why := missing_privileges(limits): raise NotRunnable(f"not run: {s.id} {why}")  # root, but no cgroup v1 here (say)
+    if why := missing_privileges(limits): raise NotRunnable(f"not run: {why}")  # made between the check and here (a remount, say)
     applied = apply_limits(limits, nproc)
     opts["env"].update(applied.env)
     def release_then(result):
@@ -136,3 +140,33 @@ def run_scenario(id: str, variant: str = "broken", *, nproc: int | None = None, 
     nproc = nproc or get_scenario(id).default_nproc
     run = start_scenario(id, variant, nproc=nproc, **kw)
     return scenario_outcome(id, variant, run.wait(), nproc)
+
+# %% ../../nbs/44_runner.ipynb #135c9166
+def _made_as_root(s: Scenario, nproc: int | None = None) -> str:
+    "What scenario `s` makes that needs root: its limits (`distlab.run.limits`), else the mount its ranks make."
+    if s.limits:
+        from distlab.run.limits import Limits
+        return Limits(**s.limits).describe(nproc or s.default_nproc)
+    return "a rank mounts a small tmpfs in a mount namespace of its own"
+
+def not_run_reason(s: Scenario,
+                   nproc: int | None = None,  # ranks of the run (names the ranks its limits apply to)
+                   euid: int | None = None,  # the user id to judge (default: this process's)
+                   status: str | None = None,  # /proc/self/status text to read capabilities from (default: this process's)
+                  ) -> str | None:
+    "One line saying why this process cannot run scenario `s` (`not run: needs root (...)`); None when it can."
+    if unmet_needs(s, euid=euid, status=status):
+        uid = os.getuid() if euid is None else euid
+        return (f"not run: needs root ({_made_as_root(s, nproc)}; this process, uid {uid}, lacks CAP_SYS_ADMIN: "
+                "run it as root, or in a container with --cap-add SYS_ADMIN)")
+    if s.limits and euid is None and status is None:  # root, on a machine without what the limits use (cgroup v1, say)
+        from distlab.run.limits import Limits, missing_privileges
+        if why := missing_privileges(Limits(**s.limits)): return f"not run: {why}"
+    return None
+
+def not_run_outcome(id: str, variant: str, nproc: int, why: str) -> ScenarioOutcome:
+    "The outcome of scenario `id` / `variant` passed over on this machine: nothing ran, `not_run` says why."
+    v = get_scenario(id).variant(variant)
+    return ScenarioOutcome(scenario=id, variant=variant, nproc=nproc, status="not run", expected_status=v.expect.status,
+                           matched=True, problems=[], steps_per_rank={}, diagnosis=None, diagnosis_text=None,
+                           failure=None, run_dir=None, duration_s=0.0, not_run=why)

@@ -338,7 +338,10 @@ def scenario_html(s) -> str:
             f"<ul>{rows}</ul><p style='font-size:85%'>Seed guides: {html.escape(seeds)}</p></div>")
 
 def outcome_row(o: dict) -> str:
-    "One line of the outcomes table for outcome dict `o`."
+    "One line of the outcomes table for outcome dict `o` (a scenario passed over here: its reason, in grey)."
+    if o.get("not_run"):
+        return (f"<tr class='distlab-not-run'><td>{html.escape(o.get('scenario', '?'))}</td><td>{html.escape(o.get('variant', '?'))}</td>"
+                f"<td>not run</td><td>-</td><td style='color:#57606a' class='distlab-verdict'>{html.escape(o['not_run'])}</td><td>-</td></tr>")
     ok = o.get("matched")
     verdict = ("reproduced" if o.get("variant") == "broken" else "fix verified") if ok else "unexpected: " + "; ".join(o.get("problems") or [])
     kind = (o.get("diagnosis") or {}).get("kind", "-")
@@ -423,10 +426,11 @@ class ScenarioLab:
         if scenario is not None: self.picker.value = scenario
         sid, nproc = self.picker.value, int(self.nproc.value)
         self.scenarios[sid].variant(variant)  # an unknown variant fails here, naming the ones there are
-        from distlab.scenarios import unmet_needs
-        if why := unmet_needs(self.scenarios[sid]):  # passed over, with the reason: not an outcome, not a failure
-            self.message.value = f"<span class='distlab-not-run'>{html.escape(why)}</span>"
-            print(why, flush=True)
+        from distlab.scenarios.runner import not_run_reason, not_run_outcome
+        if why := not_run_reason(self.scenarios[sid], nproc):  # passed over: recorded with its reason, never a failure
+            self.message.value = f"<span class='distlab-not-run'>{html.escape(sid)} ({variant}): {html.escape(why)}</span>"
+            print(f"{sid} / {variant}: {why}", flush=True)
+            self._add(not_run_outcome(sid, variant, nproc, why).to_dict())
             return None
         self.message.value = f"starting <b>{html.escape(sid)}</b> ({variant}) on {nproc} ranks ..."
         if self.monitor: self.monitor.close()
@@ -448,7 +452,10 @@ class ScenarioLab:
 
     def _record(self, sid: str, variant: str, result, nproc: int) -> dict:
         from distlab.scenarios import scenario_outcome
-        o = scenario_outcome(sid, variant, result, nproc).to_dict()
+        return self._add(scenario_outcome(sid, variant, result, nproc).to_dict())
+
+    def _add(self, o: dict) -> dict:
+        "Append outcome dict `o` to `outcomes` and to the table under the lab."
         self.outcomes.append(o)
         self.table.value = ("<table class='distlab-outcomes'><tr><th>scenario</th><th>variant</th><th>status</th>"
                             "<th>diagnosis</th><th>verdict</th><th>time</th></tr>" + "".join(map(outcome_row, self.outcomes)) + "</table>")
@@ -479,7 +486,7 @@ class ScenarioLab:
 
     def latest(self, scenario: str, variant: str) -> dict | None:
         "The newest outcome of `scenario` / `variant`: run in this lab, else a recording `replay` showed, else None."
-        ran = [o for o in self.outcomes if o.get("scenario") == scenario and o.get("variant") == variant]
+        ran = [o for o in self.outcomes if o.get("scenario") == scenario and o.get("variant") == variant and not o.get("not_run")]
         return ran[-1] if ran else self.replayed.get((scenario, variant))
 
     def compare(self, scenario: str | None = None,  # default: the picker's

@@ -9,8 +9,8 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['LESSON_FAMILIES', 'LESSON_07_CLUSTER_RUNS', 'LESSON_07_FAULTS', 'walkthrough_paths', 'copy_walkthroughs',
-           'jupyterlab_command', 'start_command', 'install_command', 'lesson_runs', 'machine_summary', 'build_parser',
-           'main']
+           'jupyterlab_command', 'start_command', 'install_command', 'lesson_runs', 'root_lessons', 'machine_summary',
+           'build_parser', 'main']
 
 # %% ../../nbs/65_walkthroughs.ipynb #4fe2a0b2
 def _shipped_dir() -> Path:
@@ -91,6 +91,12 @@ def _capabilities() -> set[str]:
     except (OSError, StopIteration, ValueError): return set()
     return {name for name, bit in (("CAP_NET_ADMIN", 12), ("CAP_SYS_ADMIN", 21)) if eff >> bit & 1}
 
+def root_lessons() -> dict[str, list[str]]:
+    "The scenarios of each lesson that need root (`Scenario.needs_root`); lesson 07's emulated nodes need it for every run."
+    from distlab.scenarios import SCENARIOS
+    out = {nb: [k for k, s in SCENARIOS.items() if s.family == fam and s.needs_root] for nb, fam in LESSON_FAMILIES.items()}
+    return {**{nb: ids for nb, ids in out.items() if ids}, "07": ["every run (emulated nodes)"]}
+
 def machine_summary(ranks_per_run: int = 2) -> str:
     "What this machine carries for a class: cores, learners at one core each, runs per lesson, and what needs root here."
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -99,9 +105,10 @@ def machine_summary(ranks_per_run: int = 2) -> str:
     lines = [f"{cores} cores: {cores} learners at one core each for lessons 1 and 5, {max(1, cores // 2)} for lesson 2 "
              f"(runs of {ranks_per_run} ranks)",
              "runs per lesson (broken and fixed of each scenario; 07: its clusters): " + ", ".join(f"{nb}: {n}" for nb, n in runs.items()),
-             "root-only scenarios (shm-too-small, emulated nodes): " + (
+             "needs root: " + "; ".join(f"{nb} {', '.join(ids)}" for nb, ids in root_lessons().items()) + ": " + (
                  "can run here" if os.geteuid() == 0 or {"CAP_SYS_ADMIN", "CAP_NET_ADMIN"} <= caps
-                 else f"not run here: needs root (this process has {', '.join(sorted(caps)) or 'no'} capabilities)")]
+                 else f"not run here, each says 'not run: needs root (...)' and its lesson goes on "
+                      f"(this process: uid {os.getuid()}, {', '.join(sorted(caps)) or 'no'} capabilities)")]
     return "\n".join(lines)
 
 # %% ../../nbs/65_walkthroughs.ipynb #ad549a1a
