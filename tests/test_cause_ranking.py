@@ -1,6 +1,8 @@
 """Which cause a mismatch's fix names first, on user scripts of several shapes launched as `distlab launch` does
 (world 2, gloo): the rank test is found in any spelling and in any frame of the stack, and genuinely uneven batches
-still come first. The pure source analysis, many shapes without ranks, is in nbs/28_hang_rules.ipynb."""
+still come first. The pure source analysis, many shapes without ranks, is in nbs/28_hang_rules.ipynb.
+At the end, the straggler cause on recorded plain-script runs: a rank is named only where the others' wait follows
+its lateness (nbs/29a_perf_rules.ipynb)."""
 import json, os, subprocess
 from pathlib import Path
 import pytest
@@ -86,3 +88,32 @@ def test_genuinely_uneven_batches_still_come_first(tmp_path):
     assert d.collective["causes"][0] == "uneven-batches", d.fix
     assert d.fix.startswith("The ranks ran different numbers of steps (uneven batches)") and "drop_last" in d.fix, d.fix
     assert f"comes after the loop of lines" in d.fix and "no rank test above either call" in d.fix, d.fix
+
+
+# The straggler rule on a plain script: a rank named only where the others' wait follows its lateness, step by step.
+# Recorded runs (tests/fixtures/recorded/<name>/: events/rank*.jsonl, and the script with how it was recorded).
+RECORDED = Path(__file__).parent / "fixtures" / "recorded"
+
+
+def recorded_tracks(name: str):
+    from distlab.watch.analysis import read_rank_events, tracks_from_events
+    return tracks_from_events({r: read_rank_events(RECORDED / name, r) for r in (0, 1)})
+
+
+def test_a_late_rank_that_waits_for_the_others_is_not_a_straggler():
+    "Rank 1 under the lesson's 0.25-core quota, 21 of 1024 samples and a fixed busy loop after its optimizer step: late into backward every step, though rank 0's 1003 samples set the step."
+    from distlab.watch.perf_rules import ddp_breakdown, is_straggler, STRAGGLER_MIN_RATIO, STRAGGLER_MIN_LOST_SHARE
+    from distlab.watch.rules import diagnose
+    from distlab.watch.steps import straggler
+    tracks = recorded_tracks("straggler-fixed-cost")
+    s = straggler(ddp_breakdown(tracks))
+    # the estimate from the time outside backward gives rank 1 the whole step as compute: that alone named it
+    assert s.rank == 1 and s.ratio >= STRAGGLER_MIN_RATIO and s.lost_share >= STRAGGLER_MIN_LOST_SHARE, s
+    assert s.others_wait_s - s.own_wait_s >= 0.5 * s.lost_s, s
+    a = s.arrivals
+    assert a.rank == 1 and a.last_steps >= 0.8 * a.steps and a.gap_s > 0.3 * s.step_s, a  # last into backward, by far
+    assert a.held is not None and a.held < 0.2, a  # and yet the others' time in backward does not follow its lateness
+    assert not is_straggler(s)
+    assert diagnose(tracks, 2, final=True, advisory=True) is None
+    live = straggler(ddp_breakdown(tracks, last=30))  # what the watcher judges while the run trains
+    assert live.arrivals.held is not None and live.arrivals.held < 0.5 and not is_straggler(live), live

@@ -8,12 +8,14 @@ import statistics
 from ..config import threads_per_rank
 from .diagnosis import Diagnosis
 from .rules import Context, register_rule
-from .steps import WARMUP_STEPS, RankSteps, StepBreakdown, Straggler, straggler
+from .steps import WARMUP_STEPS, Arrivals, RankSteps, StepBreakdown, Straggler, straggler
 
 # %% auto #0
 __all__ = ['STRAGGLER_MIN_RATIO', 'STRAGGLER_MIN_LOST_SHARE', 'STRAGGLER_MIN_WAIT_SHARE', 'STRAGGLER_MIN_STEPS',
-           'LIVE_WINDOW_STEPS', 'STRAGGLER_WHY', 'OVERSUBSCRIBED_WHY', 'is_straggler', 'ddp_breakdown',
-           'straggler_diagnosis', 'straggler_rule', 'oversubscribed_hosts', 'oversubscribed_threads_rule']
+           'LIVE_WINDOW_STEPS', 'STRAGGLER_MIN_LAST_SHARE', 'STRAGGLER_MIN_HELD', 'ARRIVAL_MIN_SPREAD',
+           'ARRIVAL_MIN_PAIRS', 'ARRIVAL_MAX_STEPS', 'STRAGGLER_WHY', 'OVERSUBSCRIBED_WHY', 'is_straggler',
+           'waited_for', 'ddp_arrivals', 'ddp_breakdown', 'straggler_diagnosis', 'straggler_rule',
+           'oversubscribed_hosts', 'oversubscribed_threads_rule']
 
 # %% ../../nbs/29a_perf_rules.ipynb #33d76361
 STRAGGLER_MIN_RATIO = 2.0        # its compute against the median of the others'
@@ -21,27 +23,62 @@ STRAGGLER_MIN_LOST_SHARE = 0.3   # what the job loses to it, as a share of the s
 STRAGGLER_MIN_WAIT_SHARE = 0.5   # the others' extra communication wait, as a share of what is lost
 STRAGGLER_MIN_STEPS = 10         # profiled steps past the warm-up, on every rank
 LIVE_WINDOW_STEPS = 30           # while the run trains: each rank's last steps only
+STRAGGLER_MIN_LAST_SHARE = 0.8   # a plain script: the share of steps in which it enters backward last
+STRAGGLER_MIN_HELD = 0.5         # a plain script: how much of its lateness the others' time in backward follows
 
 def is_straggler(s: Straggler | None) -> bool:
     "True when `s` (from `distlab.watch.steps.straggler`) passes every threshold above."
     if s is None or s.steps < STRAGGLER_MIN_STEPS: return False
+    if s.arrivals is not None and not waited_for(s.arrivals, s.rank): return False  # a plain script: the waiting, measured
     return (s.ratio >= STRAGGLER_MIN_RATIO and s.lost_share >= STRAGGLER_MIN_LOST_SHARE
             and s.others_wait_s - s.own_wait_s >= STRAGGLER_MIN_WAIT_SHARE * s.lost_s)
 
+def waited_for(a: Arrivals, rank: int) -> bool:
+    "True when `rank` enters backward last in most steps and the others' time in backward follows its lateness (`Arrivals`)."
+    return (a.rank == rank and a.last_steps >= STRAGGLER_MIN_LAST_SHARE * a.steps
+            and a.held is not None and a.held >= STRAGGLER_MIN_HELD)
+
+
 # %% ../../nbs/29a_perf_rules.ipynb #3c36da96
-def _ddp_rows(t, skip: int) -> list[tuple[float, float, float]]:
-    "(step_s, outside_s, inside_s) for each of `t`'s completed DDP backwards after the first `skip`."
+ARRIVAL_MIN_SPREAD = 0.05  # two steps are compared when the slow rank's lateness differs between them by this share of the step
+ARRIVAL_MIN_PAIRS = 20     # fewer such pairs of steps than this: too little variation to tell who waits
+ARRIVAL_MAX_STEPS = 120    # the comparison reads at most each rank's last this many steps
+
+def _ddp_steps(t, skip: int) -> dict[int, tuple[float, float, float]]:
+    "seq -> (step_s, outside_s, inside_s) for each of `t`'s completed DDP backwards after the first `skip`, in order."
     recs = sorted((p for p in t.pairs if p.get("ddp") == "buckets" and p.get("state") == "completed" and p.get("t1") is not None),
                   key=lambda p: p["seq"])
-    return [(b["t1"] - a["t1"], b["t0"] - a["t1"], b["t1"] - b["t0"]) for a, b in zip(recs, recs[1:])][max(0, skip - 1):]
+    rows = [(b["seq"], (b["t1"] - a["t1"], b["t0"] - a["t1"], b["t1"] - b["t0"])) for a, b in zip(recs, recs[1:])]
+    return dict(rows[max(0, skip - 1):])
+
+def _ddp_rows(t, skip: int) -> list[tuple[float, float, float]]:
+    "(step_s, outside_s, inside_s) for each of `t`'s completed DDP backwards after the first `skip`."
+    return list(_ddp_steps(t, skip).values())
+
+def ddp_arrivals(steps: dict,  # {rank: {seq: (step_s, outside_s, inside_s)}} (`_ddp_steps` of each rank)
+                 slow: int,  # the rank to judge: the one with the longest time outside backward
+                 last: int | None = None) -> Arrivals | None:  # only the last `last` backwards every rank completed
+    "How often `slow` enters backward last, by how much, and whether the others' time in backward follows its lateness."
+    seqs = sorted(set.intersection(*(set(s) for s in steps.values())))
+    if last: seqs = seqs[-last:]
+    if not seqs: return None
+    gaps = [steps[slow][q][1] - max(s[q][1] for r, s in steps.items() if r != slow) for q in seqs]
+    inside = [steps[slow][q][2] for q in seqs]
+    step_s = statistics.median(steps[slow][q][0] for q in seqs)
+    g, i = gaps[-ARRIVAL_MAX_STEPS:], inside[-ARRIVAL_MAX_STEPS:]
+    slopes = [(i[b] - i[a]) / (g[b] - g[a]) for a in range(len(g)) for b in range(a + 1, len(g))
+              if abs(g[b] - g[a]) >= ARRIVAL_MIN_SPREAD * step_s]
+    held = min(1.0, max(0.0, 1 + statistics.median(slopes))) if len(slopes) >= ARRIVAL_MIN_PAIRS else None
+    return Arrivals(slow, len(seqs), sum(x > 0 for x in gaps), statistics.median(gaps), held)
 
 def ddp_breakdown(tracks: dict,  # {rank: RankTrack}: a run's, or the watcher's live tracks
                   skip: int = WARMUP_STEPS,  # warm-up backwards left out
                   last: int | None = None) -> StepBreakdown | None:  # only each rank's last `last` steps
-    "A `StepBreakdown` estimated from the DDP backwards of ranks that write no `step` events; None when they do, or under 2 ranks with steps."
+    "A `StepBreakdown` estimated from the DDP backwards of ranks that write no `step` events, with its `Arrivals`; None when they do, or under 2 ranks with steps."
     if any(t.step_events for t in tracks.values()): return None
-    rows = {r: (rs[-last:] if last else rs) for r, t in tracks.items() if (rs := _ddp_rows(t, skip))}
-    if len(rows) < 2: return None
+    steps = {r: s for r, t in tracks.items() if (s := _ddp_steps(t, skip))}
+    if len(steps) < 2: return None
+    rows = {r: (rs[-last:] if last else rs) for r, s in steps.items() if (rs := list(s.values()))}
     med = {r: [statistics.median(x[i] for x in rs) for i in range(3)] for r, rs in rows.items()}
     slow = max(med, key=lambda r: med[r][1])
     factor = 1 + med[slow][2] / max(med[slow][1], 1e-9)  # the slowest rank's (outside + inside) / outside
@@ -50,7 +87,8 @@ def ddp_breakdown(tracks: dict,  # {rank: RankTrack}: a run's, or the watcher's 
         compute_s = min(step_s, out_s * factor) if r != slow else out_s + in_s
         comm_s = max(0.0, step_s - compute_s)
         per[r] = RankSteps(r, len(rows[r]), step_s, 0.0, compute_s, comm_s, 0.0, compute_s / max(step_s, 1e-9), comm_s / max(step_s, 1e-9))
-    return StepBreakdown(per, statistics.median(s.step_s for s in per.values()), None)
+    return StepBreakdown(per, statistics.median(s.step_s for s in per.values()), None, ddp_arrivals(steps, slow, last))
+
 
 # %% ../../nbs/29a_perf_rules.ipynb #611edc4f
 def _ms(s: float) -> str: return f"{s * 1e3:.1f} ms"
@@ -64,11 +102,16 @@ STRAGGLER_WHY = ("Data-parallel training is synchronous: every step ends with an
     "process), a CPU rank competing for cores (more threads than cores, another job on the node), or a rank given "
     "more data than the others.")
 
+def _arrivals_text(a: Arrivals) -> str:
+    return (f"; it enters backward last in {a.last_steps} of {a.steps} steps, a median {_ms(a.gap_s)} after the others, "
+            f"and {a.held:.0%} of that lateness adds to their time in backward")
+
 def straggler_diagnosis(s: Straggler) -> Diagnosis:
-    "The `straggler` Diagnosis for `s`: who, its compute against the others' wait, the loss per step, and the fix."
+    "The `straggler` Diagnosis for `s`: who, its compute against the others' wait, the loss per step (with a plain script's arrivals), and the fix."
     head = (f"rank {s.rank} computes {_ms(s.compute_s)} per step, {s.ratio:.1f}x the others' {_ms(s.others_compute_s)}; "
             f"they wait {_ms(s.others_wait_s)} per step for it in communication: the job loses {_ms(s.lost_s)} per step "
             f"({s.lost_share:.0%} of its {_ms(s.step_s)} step)")
+    if s.arrivals is not None and s.arrivals.held is not None: head += _arrivals_text(s.arrivals)
     fix = (f"Give rank {s.rank} a smaller share of the global batch, in proportion to its measured speed (samples per "
            "second of compute over the first steps), and scale each rank's loss by its share so the averaged "
            "gradient stays the global batch's mean. Then look at why it is slow: on a GPU, `nvidia-smi` for its "

@@ -11,8 +11,8 @@ from ..contract import ranks_in
 from .analysis import RankTrack, RunAnalysis, read_rank_events, tracks_from_events
 
 # %% auto #0
-__all__ = ['PHASES', 'WARMUP_STEPS', 'profiled', 'step_table', 'RankSteps', 'rank_steps', 'StepBreakdown', 'breakdown',
-           'Straggler', 'straggler']
+__all__ = ['PHASES', 'WARMUP_STEPS', 'profiled', 'step_table', 'RankSteps', 'rank_steps', 'Arrivals', 'StepBreakdown',
+           'breakdown', 'Straggler', 'straggler']
 
 # %% ../../nbs/29_steps.ipynb #e906b2d1
 PHASES = ("data_s", "compute_s", "comm_s")  # the parts of `step_s`: data wait, compute, communication wait
@@ -78,15 +78,27 @@ def rank_steps(rank: int, events: list[dict],  # this rank's step events (any ki
 
 # %% ../../nbs/29_steps.ipynb #97c1bee6
 @dataclass
+class Arrivals:
+    "Who enters the gradient all-reduce last, step by step, and whether the others' wait follows it (a plain script's DDP backwards)."
+    rank: int                 # the rank with the longest median time outside backward
+    steps: int                # steps compared (backwards every rank completed)
+    last_steps: int           # of those, the steps in which it entered backward after every other rank
+    gap_s: float              # median of how much later it entered backward than the latest other rank
+    held: float | None        # how much of a change in that gap the others' time in backward follows (0..1); None: the gaps varied too little to tell
+
+    def to_dict(self) -> dict: return asdict(self)
+
+@dataclass
 class StepBreakdown:
     "Every rank's `RankSteps`, and the job's step time and throughput."
     ranks: dict[int, RankSteps]     # rank -> its medians and shares (ranks without profiled steps are absent)
     step_s: float                   # median over ranks of their median step time
     samples_per_s: float | None     # all ranks together (None when a rank has no `samples`)
+    arrivals: Arrivals | None = None  # a plain script's breakdown (`perf_rules.ddp_breakdown`): who arrives last, measured
 
     def to_dict(self) -> dict:
         return {"ranks": {str(r): s.to_dict() for r, s in self.ranks.items()}, "step_s": self.step_s,
-                "samples_per_s": self.samples_per_s}
+                "samples_per_s": self.samples_per_s, "arrivals": self.arrivals and self.arrivals.to_dict()}
 
 def breakdown(source,  # a run directory, a `RunAnalysis`, or {rank: RankTrack} (live)
               skip: int = WARMUP_STEPS,  # warm-up steps left out on every rank
@@ -112,6 +124,7 @@ class Straggler:
     lost_s: float             # seconds per step the job loses to it: compute_s - others_compute_s
     step_s: float             # the job's median step time
     steps: int                # fewest steps summarised on any rank
+    arrivals: Arrivals | None = None  # a plain script's: who arrives last and whether the others' wait follows it
 
     @property
     def ratio(self) -> float:
@@ -134,4 +147,4 @@ def straggler(source,  # a `StepBreakdown`, or anything `breakdown` reads (run d
     others = [s for s in b.ranks.values() if s.rank != slow.rank]
     oc = statistics.median(s.compute_s for s in others)
     return Straggler(slow.rank, slow.compute_s, oc, statistics.median(s.comm_s for s in others), slow.comm_s,
-                     slow.compute_s - oc, b.step_s, min(s.steps for s in b.ranks.values()))
+                     slow.compute_s - oc, b.step_s, min(s.steps for s in b.ranks.values()), b.arrivals)
