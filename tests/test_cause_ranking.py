@@ -117,3 +117,12 @@ def test_a_late_rank_that_waits_for_the_others_is_not_a_straggler():
     assert diagnose(tracks, 2, final=True, advisory=True) is None
     live = straggler(ddp_breakdown(tracks, last=30))  # what the watcher judges while the run trains
     assert live.arrivals.held is not None and live.arrivals.held < 0.5 and not is_straggler(live), live
+
+
+def test_a_rank_with_most_of_the_batch_is_named_with_its_arrivals():
+    "Rank 0 trains 1003 of 1024 samples a step, rank 1 (under the quota) 21: rank 0 is named, and the headline says what showed the others wait for it."
+    from distlab.watch.rules import diagnose
+    d = diagnose(recorded_tracks("straggler-more-samples"), 2, final=True, advisory=True)
+    assert d is not None and (d.kind, d.culprit_ranks) == ("straggler", [0]), d and d.text()
+    assert d.headline.startswith("rank 0 computes ") and "the job loses" in d.headline, d.headline
+    assert "it enters backward last in 38 of 38 steps" in d.headline and "100% of that lateness adds to their time in backward" in d.headline, d.headline
