@@ -34,9 +34,9 @@ def is_straggler(s: Straggler | None) -> bool:
             and s.others_wait_s - s.own_wait_s >= STRAGGLER_MIN_WAIT_SHARE * s.lost_s)
 
 def waited_for(a: Arrivals, rank: int) -> bool:
-    "True when `rank` enters backward last in most steps and the others' time in backward follows its lateness (`Arrivals`)."
+    "True when `rank` enters backward last in most steps and the others' time in backward follows its lateness (`Arrivals`), or the steps are too alike to tell."
     return (a.rank == rank and a.last_steps >= STRAGGLER_MIN_LAST_SHARE * a.steps
-            and a.held is not None and a.held >= STRAGGLER_MIN_HELD)
+            and (a.held is None or a.held >= STRAGGLER_MIN_HELD))
 
 
 # %% ../../nbs/29a_perf_rules.ipynb #3c36da96
@@ -103,15 +103,17 @@ STRAGGLER_WHY = ("Data-parallel training is synchronous: every step ends with an
     "more data than the others.")
 
 def _arrivals_text(a: Arrivals) -> str:
-    return (f"; it enters backward last in {a.last_steps} of {a.steps} steps, a median {_ms(a.gap_s)} after the others, "
-            f"and {a.held:.0%} of that lateness adds to their time in backward")
+    last = f"; it enters backward last in {a.last_steps} of {a.steps} steps, a median {_ms(a.gap_s)} after the others"
+    if a.held is None: return last + (" (its steps are too alike to measure whether the others wait for it: the figures "
+                                      "are estimated from each rank's time outside backward)")
+    return last + f", and {a.held:.0%} of that lateness adds to their time in backward"
 
 def straggler_diagnosis(s: Straggler) -> Diagnosis:
     "The `straggler` Diagnosis for `s`: who, its compute against the others' wait, the loss per step (with a plain script's arrivals), and the fix."
     head = (f"rank {s.rank} computes {_ms(s.compute_s)} per step, {s.ratio:.1f}x the others' {_ms(s.others_compute_s)}; "
             f"they wait {_ms(s.others_wait_s)} per step for it in communication: the job loses {_ms(s.lost_s)} per step "
             f"({s.lost_share:.0%} of its {_ms(s.step_s)} step)")
-    if s.arrivals is not None and s.arrivals.held is not None: head += _arrivals_text(s.arrivals)
+    if s.arrivals is not None: head += _arrivals_text(s.arrivals)
     fix = (f"Give rank {s.rank} a smaller share of the global batch, in proportion to its measured speed (samples per "
            "second of compute over the first steps), and scale each rank's loss by its share so the averaged "
            "gradient stays the global batch's mean. Then look at why it is slow: on a GPU, `nvidia-smi` for its "
