@@ -126,3 +126,14 @@ def test_a_rank_with_most_of_the_batch_is_named_with_its_arrivals():
     assert d is not None and (d.kind, d.culprit_ranks) == ("straggler", [0]), d and d.text()
     assert d.headline.startswith("rank 0 computes ") and "the job loses" in d.headline, d.headline
     assert "it enters backward last in 38 of 38 steps" in d.headline and "100% of that lateness adds to their time in backward" in d.headline, d.headline
+
+
+def test_the_straggler_lessons_recorded_runs_broken_named_fixed_not():
+    "The lesson's broken run names rank 1 at several times rank 0's compute, with the arrivals that show rank 0 waits for it; its fixed run names no one."
+    from distlab.watch.rules import diagnose
+    d = diagnose(recorded_tracks("straggler-lesson-broken"), 2, final=True, advisory=True)
+    assert d is not None and (d.kind, d.culprit_ranks) == ("straggler", [1]), d and d.text()
+    ratio = float(d.headline.split("per step, ", 1)[1].split("x the others'", 1)[0])
+    assert ratio >= 3, d.headline  # 3.4x: the quota's 0.25 cores against a core
+    assert "it enters backward last in 38 of 38 steps" in d.headline and "of that lateness adds to their time in backward" in d.headline, d.headline
+    assert diagnose(recorded_tracks("straggler-lesson-fixed"), 2, final=True, advisory=True) is None
