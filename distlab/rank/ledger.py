@@ -579,6 +579,7 @@ def _record_ddp_init(init, self, args: tuple, kwargs: dict):
     n_params = sum(p.numel() for p in module.parameters()) if module is not None else 0
     group, granks = LEDGER.group_info(kwargs.get("process_group"))
     extra = {"group_ranks": granks} if granks is not None else {}
+    import torch._dynamo.utils  # the constructor's first line imports it: seconds on a loaded machine, no part of the collective
     run_recorded("ddp_init", lambda: init(self, *args, **kwargs), group, [[n_params]], None, False, extra)
 
 # %% ../../nbs/20_ledger.ipynb #ebdbd3b1

@@ -59,6 +59,7 @@ def plot_comm_by_rank(source,  # a run directory, a `RunAnalysis`, live tracks, 
     prof = _profile(source)
     per_rank = prof.per_rank()
     steps = {r: max(1, s["steps"]) for r, s in (prof.step_summary(skip=0).get("ranks") or {}).items()}
+    per = "step" if steps else "run"  # a script with no profiler writes no steps: its totals
     ops = sorted({op for ops in per_rank.values() for op in ops})
     if ax is None: fig = Figure(figsize=(7.5, 1.4 + 0.5 * max(2, len(per_rank) * max(1, len(ops)))), layout="constrained"); ax = fig.add_subplot()
     else: fig = ax.figure
@@ -74,13 +75,13 @@ def plot_comm_by_rank(source,  # a run directory, a `RunAnalysis`, live tracks, 
             if not s: continue
             n = steps.get(r, 1)
             ys.append(r + i * h); ms.append(s["time_s"] / n * 1e3)
-            labels.append(f" {s['bytes'] / n / 1e6:.2f} MB/step, busbw {s['busbw_gbps']:.2f} GB/s")
+            labels.append(f" {s['bytes'] / n / 1e6:.2f} MB/{per}, busbw {s['busbw_gbps']:.2f} GB/s")
         ax.barh(ys, ms, height=h * 0.9, label=op)
         for y, m, lab in zip(ys, ms, labels): ax.text(m, y, lab, va="center", fontsize=7)
         top = max([top, *ms])
     ax.set_yticks([r + h * (len(ops) - 1) / 2 for r in per_rank], [f"rank {r}" for r in per_rank])
     ax.invert_yaxis(); ax.set_xlim(0, top * 1.9 or 1)
-    ax.set_xlabel("communication time per step (ms): time on the wire, buckets that overlapped counted once")
+    ax.set_xlabel(f"communication time per {per} (ms): time on the wire, buckets that overlapped counted once")
     ax.set_title(title or "Communication per rank and op")
     _legend_below(ax, 4)
     return fig
