@@ -4,7 +4,7 @@
 
 # %% ../../nbs/10_launch.ipynb #2a090ca0
 from __future__ import annotations
-import atexit, json, os, re, secrets, signal, subprocess, sys, threading, time, weakref
+import atexit, gc, json, os, re, secrets, signal, subprocess, sys, threading, time, weakref
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Callable, Sequence
@@ -255,6 +255,7 @@ class Run:
         for t in self._readers: t.start()
         self._tail = None if torchrun_tees(cfg) else RankLogTail(run_dir / TORCHRUN_LOGS, self._rank_line).start()
         self._monitor = threading.Thread(target=self._watch_loop, name=f"distlab-monitor-{run_id}", daemon=True)
+        if self._watcher is not None: gc.collect(); gc.freeze()  # what lives now (imports, the watcher) leaves the collector's full passes, which would otherwise land in the watch's looks
         self._monitor.start()
         self._exit_waiter = threading.Thread(target=self._wake_on_exit, daemon=True)  # end at once, not at the next poll
         self._exit_waiter.start()
