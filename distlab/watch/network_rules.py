@@ -5,7 +5,7 @@
 # %% ../../nbs/28b_network_rules.ipynb #182ac15a
 from __future__ import annotations
 import math, statistics
-from .analysis import RankTrack, _members, _coll_info, _ranks
+from .analysis import RankTrack, _members, _coll_info
 from .diagnosis import Diagnosis
 from .rules import Context, register_rule, PENDING
 from .steps import WARMUP_STEPS
