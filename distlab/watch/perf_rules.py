@@ -51,10 +51,6 @@ def _ddp_steps(t, skip: int) -> dict[int, tuple[float, float, float]]:
     rows = [(b["seq"], (b["t1"] - a["t1"], b["t0"] - a["t1"], b["t1"] - b["t0"])) for a, b in zip(recs, recs[1:])]
     return dict(rows[max(0, skip - 1):])
 
-def _ddp_rows(t, skip: int) -> list[tuple[float, float, float]]:
-    "(step_s, outside_s, inside_s) for each of `t`'s completed DDP backwards after the first `skip`."
-    return list(_ddp_steps(t, skip).values())
-
 def ddp_arrivals(steps: dict,  # {rank: {seq: (step_s, outside_s, inside_s)}} (`_ddp_steps` of each rank)
                  slow: int,  # the rank to judge: the one with the longest time outside backward
                  last: int | None = None) -> Arrivals | None:  # only the last `last` backwards every rank completed
