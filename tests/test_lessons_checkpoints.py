@@ -1,11 +1,11 @@
 """The checkpoints lessons (distlab.scenarios.checkpoints) on real ranks at world 2: each broken script fails the way
 its lesson says, with the script's own lines and figures, each fixed script passes its checks and is the file that
 ran, the full-disk lesson leaves no mount behind, and the grader takes a second, different fix and refuses a non-fix
-of two scenarios. The broken and fixed runs are walkthrough 05's (made once per session); the 4 tries go two at a time."""
+of three scenarios. The broken and fixed runs are walkthrough 05's (made once per session); the 9 tries go two at a time."""
 from pathlib import Path
 import pytest
 from distlab.scenarios import SCENARIOS, unmet_needs
-from distlab.scenarios.checkpoints import mounts_under
+from distlab.scenarios.checkpoints import SLOW_SAVES, SLOW_STATE_BYTES, mounts_under
 from helpers import assert_ran, assert_verdict, lesson_runs, traceback_line
 
 FIXES = Path(__file__).parent / "fixes"
@@ -19,6 +19,9 @@ TRIES = [
     ("checkpoint-disk-full", "make_room_first.py", False, "not loaded"),  # delete the old one to make room
     ("unsafe-load", "default_load.py", True, ""),  # torch.load's own default (weights_only=True since torch 2.6)
     ("unsafe-load", "fall_back.py", False, "code ran in"),  # the safe load, then the unsafe one when it refuses
+    ("slow-checkpoint", "serialise_in_memory.py", True, ""),  # torch.save into memory on the path, the bytes written in a thread
+    ("slow-checkpoint", "pool_and_deepcopy.py", True, ""),  # copy.deepcopy, then a one-worker ThreadPoolExecutor writes
+    ("slow-checkpoint", "save_less_often.py", False, "saving less often"),  # a third of the saves, each as slow
 ]
 
 pytestmark = pytest.mark.timeout(900)
@@ -26,10 +29,10 @@ pytestmark = pytest.mark.timeout(900)
 
 def test_the_lessons_and_tries():
     assert {"checkpoint-torn-write", "checkpoint-disk-full", "checkpoint-cleanup", "checkpoint-every-rank-writes", "resume-drift", "preemption",
-            "checkpoint-prefix"} <= set(LESSONS)
+            "checkpoint-prefix", "slow-checkpoint"} <= set(LESSONS)
     assert all((FIXES / s / n).is_file() for s, n, _, _ in TRIES)
     both = [sid for sid in LESSONS if {p for s, _, p, _ in TRIES if s == sid} == {True, False}]
-    assert len(both) >= 2, both
+    assert len(both) >= 3, both
 
 
 def test_the_full_disk_needs_root_and_says_so():
@@ -86,11 +89,16 @@ def check_unsafe(o):
 def check_cleanup(o):
     assert (o.figures["kept_after_clean_up"], o.figures["resume_at_step"], o.figures["steps_lost"]) == ([], 0, 12), o.figures
 
-CHECKS = {"checkpoint-cleanup": check_cleanup, "checkpoint-torn-write": check_torn, "checkpoint-disk-full": check_disk_full, "checkpoint-every-rank-writes": check_every_rank,
+def check_slow(o):
+    assert o.figures["saved_steps"] == list(SLOW_SAVES) and o.figures["bytes_per_save"] >= SLOW_STATE_BYTES, o.figures
+    assert o.figures["stall_ms_per_save"] > o.figures["step_ms"], o.figures  # each save cost every rank more than a step
+
+CHECKS = {"slow-checkpoint": check_slow, "checkpoint-cleanup": check_cleanup, "checkpoint-torn-write": check_torn, "checkpoint-disk-full": check_disk_full, "checkpoint-every-rank-writes": check_every_rank,
           "resume-drift": check_drift, "preemption": check_preemption, "checkpoint-prefix": check_prefix, "unsafe-load": check_unsafe}
 FIXED = {"checkpoint-torn-write": {"resumed_from_step": 8}, "checkpoint-disk-full": {"loaded_step": 0, "said_it_was_kept": True},
          "checkpoint-every-rank-writes": {"writers": 1}, "checkpoint-cleanup": {"resume_at_step": 12, "steps_lost": 0}, "resume-drift": {"differing_steps": 0},
-         "preemption": {"steps_redone": 0, "differing_steps": 0, "saved_on_sigterm_at_step": 13}, "checkpoint-prefix": {"saved_first_key": "0.weight"}}
+         "preemption": {"steps_redone": 0, "differing_steps": 0, "saved_on_sigterm_at_step": 13}, "checkpoint-prefix": {"saved_first_key": "0.weight"},
+         "slow-checkpoint": {"saved_steps": list(SLOW_SAVES)}}
 
 
 @pytest.mark.slow
@@ -116,6 +124,13 @@ def test_the_unsafe_file_is_refused_and_nothing_runs(runs):
     assert o.matched and o.status == "failed" and o.figures == {"code_ran_in": [], "refused": True}, (o.problems, o.figures)
     assert at_line_fixed("unsafe-load", "state = torch.load(CKPT") in traceback_of(o), traceback_of(o)[-600:]
     assert_ran(o.run_dir, SCENARIOS["unsafe-load"].script_path("fixed"))
+
+
+@pytest.mark.slow
+def test_the_background_save_writes_as_much_and_stalls_far_less(runs):
+    b, f = runs["run", "slow-checkpoint", "broken"].figures, runs["run", "slow-checkpoint", "fixed"].figures
+    assert abs(f["bytes_per_save"] - b["bytes_per_save"]) < 0.01 * b["bytes_per_save"], (b, f)  # the same checkpoint
+    assert f["stalled_share"] < b["stalled_share"] / 2, (b, f)  # of the write's time, the training lost under half as much
 
 
 def at_line_fixed(sid: str, snippet: str) -> str: return traceback_line(sid, snippet, "fixed")

@@ -60,7 +60,7 @@ def main():
         opt.step()
         if (step + 1) % SAVE_EVERY == 0:
             if rank == 0:
-                if writer: writer.join()  # FIX: one save in flight (the previous one ended long ago)
+                if writer: writer.join()  # FIX: one save in flight: wait for the previous one, if it still writes
                 state = stage({"model": model.module.state_dict(), "optimizer": opt.state_dict(), "step": step + 1})  # FIX: copy now
                 writer = threading.Thread(target=write, args=(state, step + 1))  # FIX: serialise and write beside the training
                 writer.start()

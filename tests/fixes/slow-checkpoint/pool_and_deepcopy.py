@@ -2,7 +2,8 @@
 
 Run it on 2 ranks:  distlab launch --nproc-per-node 2 broken.py   (bare: torchrun --nproc-per-node 2 broken.py)
 """
-import os, time
+import copy, os, time
+from concurrent.futures import ThreadPoolExecutor
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -42,7 +43,7 @@ def main():
     torch.manual_seed(0)
     model = DDP(nn.Sequential(nn.Linear(512, 2048), nn.ReLU(), nn.Linear(2048, 512), nn.ReLU(), nn.Linear(512, 10)).to(device))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # two moments per weight: the state is 3x the model
-    child = None  # the process writing the last checkpoint
+    saver, saving = ThreadPoolExecutor(max_workers=1), None  # a learner's try: one background worker, one save in flight
     for step in range(STEPS):
         g = torch.Generator().manual_seed(step * 100 + rank)
         x, y = torch.randn(64, 512, generator=g).to(device), torch.randint(0, 10, (64,), generator=g).to(device)
@@ -52,12 +53,11 @@ def main():
         opt.step()
         if (step + 1) % SAVE_EVERY == 0:
             if rank == 0:
-                if child: os.waitpid(child, 0)
-                child = os.fork()  # a learner's try: the child's memory is the parent's at this moment (copy on write): it writes that
-                if child == 0:
-                    try: write({"model": model.module.state_dict(), "optimizer": opt.state_dict(), "step": step + 1}, step + 1)
-                    finally: os._exit(0)  # leave at once: the parent's threads, process group and exit handlers are not the child's
-    if child: os.waitpid(child, 0)
+                if saving: saving.result()  # waits for the previous save, and raises its error if it failed
+                state = copy.deepcopy({"model": model.module.state_dict(), "optimizer": opt.state_dict(), "step": step + 1})
+                saving = saver.submit(write, state, step + 1)
+    if saving: saving.result()
+    saver.shutdown()
     print(f"rank {rank}: {STEPS} steps, last loss {loss.item():.3f}", flush=True)
     dist.destroy_process_group()
 
