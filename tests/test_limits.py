@@ -24,7 +24,7 @@ def start_owner():
     token = p.stdout.readline().strip()
     left = leftovers(token)
     assert all(left[k] for k in ("cgroups", "mounts", "loops", "volumes", "state")), left  # all made
-    assert len(left["cgroups"]) == 3, left  # cpu, blkio, and rank 1's memory
+    assert len(left["cgroups"]) == 4, left  # cpu (the quota rank, the others), blkio, and rank 1's memory
     return p, token
 
 

@@ -14,10 +14,10 @@ import psutil
 from ..contract import RUN_DIR_ENV, RUN_ID_ENV, MEMORY_JSON
 
 # %% auto #0
-__all__ = ['PREFIX', 'CGROUP_ROOT', 'STATE_DIR', 'VOLUME_ROOT', 'CFS_PERIOD_US', 'DATA_DIR_ENV', 'MEMORY_EVERY_S', 'new_token',
-           'cgroup_dir', 'volume_dir', 'memory_dir', 'Limits', 'missing_privileges', 'leftovers', 'teardown',
-           'sweep_leftovers', 'start_limits_reaper', 'AppliedLimits', 'apply_limits', 'attach_pid', 'attach', 'release',
-           'write_test_files', 'main']
+__all__ = ['PREFIX', 'CGROUP_ROOT', 'STATE_DIR', 'VOLUME_ROOT', 'CFS_PERIOD_US', 'CPU_SHARES', 'DATA_DIR_ENV', 'MEMORY_EVERY_S',
+           'new_token', 'cgroup_dir', 'volume_dir', 'memory_dir', 'Limits', 'missing_privileges', 'leftovers',
+           'teardown', 'sweep_leftovers', 'start_limits_reaper', 'AppliedLimits', 'apply_limits', 'attach_pid',
+           'attach', 'release', 'write_test_files', 'main']
 
 # %% ../../nbs/13_limits.ipynb #c4d93e84
 PREFIX = "distlab_limits-"  # cgroups, volumes and state: distlab_limits-<token>-cpu (not `distlab-`: emulated nodes sweep those)
@@ -25,6 +25,7 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")  # cgroup v1, one hierarchy per controller
 STATE_DIR = Path("/run/distlab-limits")  # TOKEN.json: which process owns the limits, for the sweep
 VOLUME_ROOT = Path("/var/tmp")  # distlab_limits-<token>/volume.img and its mount point data/
 CFS_PERIOD_US = 5_000  # a short period spreads a quota evenly over a step (100 ms, the default, throttles in bursts longer than a forward pass)
+CPU_SHARES = 10240  # cpu.shares of the ranks' cgroups under a CPU quota run (a process alone weighs 1024): other work on a busy machine does not take the core a rank was meant to have
 DATA_DIR_ENV = "DATA_DIR"  # where the ranks find the throttled volume's files
 _TOKEN = re.compile(r"[0-9a-f]{6}")
 
@@ -94,7 +95,7 @@ class Limits:
         if self.cpu_quota is not None:
             rs = self.quota_ranks(nproc)
             parts.append(f"{'rank' if len(rs) == 1 else 'ranks'} {','.join(map(str, rs))} under a CPU quota of "
-                         f"{self.cpu_quota:g} cores (cgroup v1 cpu.cfs_quota_us)")
+                         f"{self.cpu_quota:g} cores (cgroup v1 cpu.cfs_quota_us), every rank weighted {CPU_SHARES} cpu.shares against other work")
         if self.read_mb_s is not None:
             parts.append(f"the data on a volume read at {self.read_mb_s:g} MB/s (a loop device under cgroup v1 "
                          f"blkio.throttle.read_bps_device), in ${DATA_DIR_ENV}")
@@ -265,6 +266,9 @@ def _make_cpu(a: AppliedLimits):
     d = cgroup_dir("cpu", a.token); d.mkdir()
     (d / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
     (d / "cpu.cfs_quota_us").write_text(str(max(1000, round(a.limits.cpu_quota * CFS_PERIOD_US))))
+    (d / "cpu.shares").write_text(str(CPU_SHARES))
+    rest = cgroup_dir("cpu", a.token + "_rest"); rest.mkdir()  # the other ranks: no quota, the same weight
+    (rest / "cpu.shares").write_text(str(CPU_SHARES))
 
 def _make_volume(a: AppliedLimits):
     "An ext4 image on a loop device, filled, mounted again (so the page cache holds none of it), and its reads throttled."
@@ -288,7 +292,9 @@ def _make_volume(a: AppliedLimits):
 def _targets(a: AppliedLimits) -> dict[int, list[Path]]:
     "Rank -> the cgroups it goes into."
     out: dict[int, list[Path]] = {}
-    for r in a.limits.quota_ranks(a.nproc): out.setdefault(r, []).append(cgroup_dir("cpu", a.token))
+    quota = a.limits.quota_ranks(a.nproc)
+    for r in range(a.nproc) if a.limits.cpu_quota is not None else []:
+        out.setdefault(r, []).append(cgroup_dir("cpu", a.token if r in quota else a.token + "_rest"))
     if a.limits.read_mb_s is not None:
         for r in range(a.nproc): out.setdefault(r, []).append(cgroup_dir("blkio", a.token))
     for r in a.limits.memory_ranks(a.nproc): out.setdefault(r, []).append(memory_dir(a.token, r))
