@@ -37,8 +37,18 @@ def as_user(argv: list[str], user: str, home: Path, keep: Path, env: dict | None
     return ["unshare", "-m", "--propagation", "private", "sh", "-c", "\n".join(lines), user, *envs, *argv]
 
 
-def _cgroups() -> set[str]:
-    return {str(p) for p in Path("/sys/fs/cgroup").glob("*/distlab*")}
+def _cgroups() -> dict[str, set[int]]:
+    "distlab's cgroups (a scenario's limits) and the owners of the processes in each."
+    out = {}
+    for d in Path("/sys/fs/cgroup").glob("*/distlab*"):
+        try: out[str(d)] = {Path(f"/proc/{pid}").stat().st_uid for pid in (d / "cgroup.procs").read_text().split()}
+        except OSError: pass  # removed while we looked
+    return out
+
+
+def _made_since(before: dict, uid: int) -> set[str]:
+    "Cgroups made since `before` that are empty or hold a process of `uid` (other jobs' runs on this machine hold theirs)."
+    return {d for d, owners in _cgroups().items() if d not in before and (not owners or uid in owners)}
 
 
 def _pids(uid: int) -> set[int]:
@@ -103,7 +113,7 @@ def test_needs_root_scenario_is_not_run_for_a_learner_without_root():
         deadline = time.time() + 5
         while _pids(uid) - before_pids and time.time() < deadline: time.sleep(0.1)
         assert not _pids(uid) - before_pids, f"processes of {USER} left: {_pids(uid) - before_pids}"
-        assert not _cgroups() - before_cgroups, f"cgroups made: {_cgroups() - before_cgroups}"
+        assert not _made_since(before_cgroups, uid), f"cgroups left: {_made_since(before_cgroups, uid)}"
         assert not runs.exists() or not any(runs.rglob("*")), sorted(runs.rglob("*"))
         assert not list(keep.iterdir()), "the binds' tmpfs lived in the namespace only"
         print(f"as {USER}: not run in {wall_s:.1f} s wall ({got['seconds']:.1f} s in the process)")
