@@ -8,7 +8,7 @@ import base64, html, re, threading
 from pathlib import Path
 import ipywidgets as W
 
-from ..scenarios import get_scenario
+from ..scenarios import get_scenario, NotRunnable
 from ..scenarios import lesson as L
 from .lab import RunMonitor, show_here
 
@@ -123,6 +123,7 @@ class Predict:
 
     def _click(self, show: bool = True):
         try: self.run_broken(show=show)
+        except NotRunnable as e: self.result.value = f"<span style='color:#57606a'>{html.escape(str(e))}</span>"  # not run here: one grey line, no error
         except Exception as e: self.result.value = f"<span style='color:#cf222e'>{html.escape(f'{type(e).__name__}: {e}')}</span>"
 
     def run_broken(self, block: bool = False,  # wait for the end and return the outcome (papermill, tests)
@@ -203,6 +204,7 @@ class FixIt:
 
     def _click(self, show: bool = True):
         try: self.try_fix(show=show)
+        except NotRunnable as e: self.message.value = f"<span style='color:#57606a'>{html.escape(str(e))}</span>"  # not run here: one grey line, no error
         except Exception as e: self.message.value = f"<span style='color:#cf222e'>{html.escape(f'{type(e).__name__}: {e}')}</span>"
 
     def try_fix(self, source: str | None = None,  # the script to try (default: the editor's text; given, it replaces the editor's)
