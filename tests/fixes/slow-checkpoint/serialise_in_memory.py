@@ -1,4 +1,4 @@
-"""Slow checkpoint: every 5 steps rank 0 writes the whole training state to shared storage, and every rank waits for it.
+"""Slow checkpoint: every 10 steps rank 0 writes the whole training state to shared storage, and every rank waits for it.
 
 Run it on 2 ranks:  distlab launch --nproc-per-node 2 broken.py   (bare: torchrun --nproc-per-node 2 broken.py)
 """
@@ -8,9 +8,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-STEPS, SAVE_EVERY = 18, 5
+STEPS, SAVE_EVERY = 32, 10
 CKPT_DIR = os.path.join(os.environ.get("DISTLAB_RUN_DIR", "."), "checkpoints")  # one directory per distlab run
-STORAGE_MB_S = 40  # EMULATION: the shared storage's write rate per writer (a network file system)
+STORAGE_MB_S = 80  # EMULATION: the shared storage's write rate per writer (a network file system)
 
 
 class SharedStorage:
