@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-BATCH, STEPS, FEATURES, SAMPLES = 32, 30, 4096, 2048
+BATCH, STEPS, FEATURES, SAMPLES = 64, 30, 4096, 4096
 
 
 class Files(Dataset):
@@ -28,7 +28,7 @@ class Files(Dataset):
 def data_folder(rank):
     folder = os.environ.get("DATA_DIR")
     if folder is None:  # run alone: write the samples once, on rank 0
-        folder = os.path.join(tempfile.gettempdir(), "distlab-dataloader-lesson")
+        folder = os.path.join(tempfile.gettempdir(), f"distlab-dataloader-{SAMPLES}")
         if rank == 0 and not os.path.isdir(folder):
             os.makedirs(folder)
             xs = np.random.default_rng(0).standard_normal((SAMPLES, FEATURES), dtype=np.float32)
