@@ -15,9 +15,10 @@ from .scenarios import NotRunnable  # the catalogue's format only: no family (an
 # %% auto #0
 __all__ = ['TORCHRUN_FIELDS', 'CONSOLE_OPTIONS', 'REFUSED_OPTIONS', 'DEFAULT_EXPORT_PORT', 'EXIT_NOT_RUN',
            'EXIT_STOPPED_BY_DISTLAB', 'EXIT_TIMEOUT', 'EXIT_INTERRUPTED', 'COMMANDS', 'add_torchrun_options',
-           'cmd_show', 'cmd_try', 'cmd_clean', 'build_parser', 'cmd_export', 'cmd_list', 'cmd_run', 'std_spec',
-           'console_filter', 'LaunchRequest', 'launch_request', 'target_problems', 'launch_exit_code', 'cmd_launch',
-           'tour', 'tour_table', 'cmd_tour', 'cmd_bench', 'cmd_doctor', 'cmd_cluster', 'cmd_lab', 'main']
+           'cmd_show', 'cmd_try', 'cmd_clean', 'build_parser', 'cmd_export', 'cmd_list', 'figure_lines', 'cmd_run',
+           'std_spec', 'console_filter', 'LaunchRequest', 'launch_request', 'target_problems', 'launch_exit_code',
+           'cmd_launch', 'tour', 'tour_table', 'cmd_tour', 'cmd_bench', 'cmd_doctor', 'cmd_cluster',
+           'fault_figure_lines', 'cmd_lab', 'main']
 
 # %% ../nbs/70_cli.ipynb #8b5229c0
 class _Env(argparse.Action):
@@ -361,6 +362,10 @@ def _not_run(s, variant: str, nproc: int | None, as_json: bool) -> int | None:
     print(f"distlab: {s.id} ({variant}): {why}", file=sys.stderr)
     return EXIT_NOT_RUN
 
+def figure_lines(figures: dict) -> list[str]:
+    "A run's measured figures for a person: one `name: value` line each (the names are those of `--json`)."
+    return [f"  {k}: {json.dumps(v, default=str)}" for k, v in figures.items()]
+
 def cmd_run(a) -> int:
     from distlab.scenarios import get_scenario, run_scenario
     s = get_scenario(a.scenario); v = s.variant(a.variant)
@@ -370,6 +375,7 @@ def cmd_run(a) -> int:
                      on_line=_print_line if a.logs and not a.json else None)
     if a.json: print(json.dumps(o.to_dict(), default=str)); return 0 if o.matched else 1
     if o.diagnosis_text: print(o.diagnosis_text)
+    if o.figures: print("measured:", *figure_lines(o.figures), sep="\n")
     verdict = "as expected" if o.matched else "NOT as expected: " + "; ".join(o.problems)
     print(f"\nstatus {o.status} (expected {o.expected_status}), steps per rank {o.steps_per_rank}, "
           f"{o.duration_s:.1f} s: {verdict}\nrun directory: {o.run_dir}")
@@ -628,6 +634,21 @@ def _fault_verdict(r: dict) -> tuple[bool, str]:
     return ok, f"{r['id']} ({r['variant']}): status {r['status']}, diagnosis {d.get('kind')}: " + \
         ("as expected" if ok else f"NOT as expected ({want})")
 
+def fault_figure_lines(r: dict) -> list[str]:
+    "What a node fault's run measured, for a person: the steps across the nodes, when the fault was named, and how an elastic run resumed."
+    out, f = [], r.get("figures") or {}
+    q = lambda d: f"median {d['median']}, p90 {d['p90']}, max {d['max']} ms"
+    if f: out.append(f"steps across the nodes ({f['steps']}, past the first 2): step {q(f['step_ms'])}; the last rank late by {q(f['late_ms'])}")
+    if r.get("named_after_s") is not None: out.append(f"named {r['named_after_s']} s after the fault began" +
+                                                      (f" (node 1: {r['node1_named_after_s']} s)" if r.get("node1_named_after_s") is not None else ""))
+    if r.get("resumed_from"):
+        out.append(f"resumed from {r['resumed_from']} at step {r['resumed_step']} on {r['resumed_world']} rank(s), {r['resumed_after_s']} s "
+                   f"after the cut, first step {r['first_step_after_s']} s after it; {r['steps_redone']} step(s) trained again")
+    if r.get("losses_equal") is not None:
+        same = lambda x: "equal" if x else "DIFFERENT"
+        out.append(f"against 1 rank started from the same checkpoint: losses {same(r['losses_equal'])}, final weights {same(r['weights_equal'])}")
+    return out
+
 def _cluster_fault(a) -> int:
     "`distlab cluster --fault ID`: the fault's lesson on 2 emulated nodes, or (`--show`) its text."
     from distlab.scenarios.on_nodes import NODE_FAULTS, show_fault, fault_on_nodes
@@ -647,6 +668,7 @@ def _cluster_fault(a) -> int:
     if r.get("env"): print("every rank's environment: " + " ".join(f"{k}={v}" for k, v in r["env"].items()), file=sys.stderr)
     if r["diagnosis"]: print(f"node 0's diagnosis: {r['diagnosis']['headline']}", file=sys.stderr)
     if r.get("node1_diagnosis"): print(f"node 1 was told: {r['node1_diagnosis']['headline']}", file=sys.stderr)
+    for line in fault_figure_lines(r): print(line, file=sys.stderr)
     ok, text = _fault_verdict(r)
     print(text, file=sys.stderr)
     if a.json: print(json.dumps({k: v for k, v in r.items() if k != "cluster"}, default=str))

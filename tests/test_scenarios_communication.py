@@ -92,6 +92,8 @@ def test_small_buckets_pay_per_collective(outcomes):
     assert (b["broken_all_reduces_per_step"], f["fixed_all_reduces_per_step"]) == (48, 1), (b, f)
     assert b["broken_bytes_per_step"] == f["fixed_bytes_per_step"] == _grad_bytes(), (b, f)  # the same gradients either way
     assert b["broken_synced_steps"] == f["fixed_synced_steps"] == {str(r): 30 for r in range(NPROC)}, (b, f)  # the scripts' 30 steps
+    for v in ("broken", "fixed"):  # the watch counts them too, one at each backward's last bucket: the progress plot's points
+        assert outcomes[SB, v].steps_per_rank == {r: 30 for r in range(NPROC)}, (v, outcomes[SB, v].steps_per_rank)
     assert f["fixed_comm_busy_ms"] < b["broken_comm_busy_ms"] and f["fixed_step_ms"] < b["broken_step_ms"], (b, f)
 
 

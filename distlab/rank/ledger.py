@@ -12,10 +12,11 @@ from .node_facts import check_nodes
 from .tape import CollTape
 
 # %% auto #0
-__all__ = ['SPECS', 'UNEVEN_OPS', 'P2P_PEER', 'LEDGER', 'GPU_SPAN_EVERY_ENV', 'GPU_SPAN_EVERY', 'STACKS_SIGNAL', 'GLOO_WORKERS',
-           'shapes_of', 'mark_user_code', 'call_site', 'site_json', 'Ledger', 'CollWriter', 'coll_writer',
-           'poll_pending', 'poll_gpu', 'run_recorded', 'run_recorded_gpu', 'record', 'torch_work', 'start_heartbeat',
-           'register_stack_dump', 'gloo_worker_states', 'settle_gloo_workers', 'settle_gloo_at_exit', 'install']
+__all__ = ['SPECS', 'UNEVEN_OPS', 'P2P_PEER', 'LEDGER', 'GPU_SPAN_EVERY_ENV', 'GPU_SPAN_EVERY', 'LAST_BUCKET', 'STACKS_SIGNAL',
+           'GLOO_WORKERS', 'shapes_of', 'mark_user_code', 'call_site', 'site_json', 'Ledger', 'CollWriter',
+           'coll_writer', 'poll_pending', 'poll_gpu', 'run_recorded', 'run_recorded_gpu', 'record', 'torch_work',
+           'start_heartbeat', 'register_stack_dump', 'gloo_worker_states', 'settle_gloo_workers', 'settle_gloo_at_exit',
+           'install']
 
 # %% ../../nbs/20_ledger.ipynb #eb85d719
 SPECS = {  # op -> names of the tensor arguments whose shapes every rank must agree on
@@ -338,6 +339,8 @@ def record(op: str, fn, args: tuple, kwargs: dict, pos: dict[str, int]):
         return args[i] if i is not None and i < len(args) else kwargs.get(name, default)
     group, granks = LEDGER.group_info(arg("group"))
     extra = {"group_ranks": granks} if granks is not None else {}
+    if (mark := getattr(LEDGER.tl, "bucket_mark", None)) is not None:  # the first collective of the last bucket's hook
+        extra.update(mark); LEDGER.tl.bucket_mark = None
     if op in P2P_PEER:
         extra["peer"] = arg(P2P_PEER[op]); group = _p2p_label(group, extra["peer"])
     elif op == "batch_isend_irecv": group = f"{group}:p2p:batch"
@@ -519,11 +522,17 @@ class _BucketHookState:
     __slots__ = ("process_group", "user")
     def __init__(self, pg): self.process_group, self.user = pg, None
 
+LAST_BUCKET = {"ddp_last_bucket": True}  # marks the first collective a backward's last bucket issues: the watch counts a step by it
+
 def _recording_bucket_hook(state: _BucketHookState, bucket):
-    "DDP comm hook: the user's hook if any, else DDP's default all-reduce, both through the ledger."
-    if state.user is not None: return state.user[0](state.user[1], bucket)
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-    return default_hooks.allreduce_hook(state.process_group, bucket)
+    "DDP comm hook: the user's hook if any, else DDP's default all-reduce, both through the ledger; the last bucket's first collective marked."
+    tl = LEDGER.tl
+    tl.bucket_mark = LAST_BUCKET if bucket.is_last() else None  # one mark, taken by the next recorded collective: a hook that issues several counts once
+    try:
+        if state.user is not None: return state.user[0](state.user[1], bucket)
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        return default_hooks.allreduce_hook(state.process_group, bucket)
+    finally: tl.bucket_mark = None
 
 def _has_sparse_grads(module) -> bool:
     import torch

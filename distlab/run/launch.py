@@ -451,13 +451,13 @@ def _finish(self: Run):
                                 diagnosis=self.diagnosis, warnings=self.warnings)
     _write_json_atomic(self.run_dir / RESULT_JSON, self.result.to_dict())
     release_reaper(self._reaper)
-    self._done.set()
-    _ACTIVE.discard(self)
-    if self._on_exit is not None:
+    if self._on_exit is not None:  # before the run counts as done: what it cleans up (a scenario's limits, their kept files) is settled when wait() returns
         try: self._on_exit(self.result)
         except Exception as e:  # result.json is written: rewrite it with the warning
             self._warn(f"on_exit callback failed: {e!r}")
             _write_json_atomic(self.run_dir / RESULT_JSON, self.result.to_dict())
+    self._done.set()
+    _ACTIVE.discard(self)
 
 def _build_result(self: Run) -> RunResult:
     rc = self._proc.returncode

@@ -51,8 +51,14 @@ class Limits:
     "read rate of the run's data volume in MB/s (cgroup v1 `blkio.throttle.read_bps_device` on its loop device), shared by every rank"
     fill: str | None = None
     "`module:function` called with the volume's folder to write the data into it, before the run"
+    write_mb_s: float | None = None
+    "write rate of the run's volume in MB/s (cgroup v1 `blkio.throttle.write_bps_device` on its loop device), shared by every rank: it binds on the writes a rank sends to the device itself (`fsync`, `O_DIRECT`), not on the kernel's own writeback later"
     volume_mb: int = 64
-    "size of the data volume, MiB"
+    "size of the volume, MiB"
+    volume_env: str = "DATA_DIR"
+    "the environment variable that tells the ranks the volume's folder"
+    keep: str | None = None
+    "a folder of the run's directory that the volume's files are copied to before it goes (what the ranks wrote outlives the volume)"
     mem_mib: int | None = None
     "memory a limited rank and its DataLoader workers may use together, MiB (cgroup v1 `memory.limit_in_bytes` and `memory.memsw.limit_in_bytes`: no swap to escape to)"
     mem_ranks: tuple[int, ...] | str = "last"
@@ -69,7 +75,13 @@ class Limits:
         total_mib = psutil.virtual_memory().total >> 20
         if self.mem_mib is not None and not (isinstance(self.mem_mib, int) and 32 <= self.mem_mib <= total_mib):
             bad.append(f"mem_mib={self.mem_mib!r}: give whole MiB between 32 and this machine's {total_mib}, e.g. 600")
-        if self.read_mb_s is not None and not self.read_mb_s > 0: bad.append(f"read_mb_s={self.read_mb_s!r}: give a rate above 0 MB/s")
+        for name in ("read_mb_s", "write_mb_s"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, (int, float)) and v > 0): bad.append(f"{name}={v!r}: give a rate above 0 MB/s, e.g. 80")
+        if not (isinstance(self.volume_env, str) and re.fullmatch(r"[A-Z_][A-Z0-9_]*", self.volume_env)):
+            bad.append(f"volume_env={self.volume_env!r}: give an environment variable's name, e.g. 'CKPT_DIR'")
+        if self.keep is not None and not (isinstance(self.keep, str) and re.fullmatch(r"[\w.-]+", self.keep) and self.keep not in (".", "..")):
+            bad.append(f"keep={self.keep!r}: give one folder name inside the run's directory, e.g. 'checkpoints'")
         if self.read_mb_s is not None and not self.fill: bad.append("read_mb_s without fill: say which `module:function` writes the data")
         if not 16 <= self.volume_mb <= 4096: bad.append(f"volume_mb={self.volume_mb!r}: give 16 to 4096 MiB")
         if bad:
@@ -87,7 +99,12 @@ class Limits:
     @property
     def controllers(self) -> list[str]:
         "The cgroup v1 controllers these limits need."
-        return [c for c, v in (("cpu", self.cpu_quota), ("blkio", self.read_mb_s), ("memory", self.mem_mib)) if v is not None]
+        return [c for c, v in (("cpu", self.cpu_quota), ("blkio", self.volume), ("memory", self.mem_mib)) if v]
+
+    @property
+    def volume(self) -> bool:
+        "Whether these limits make a throttled volume (a read or a write rate)."
+        return self.read_mb_s is not None or self.write_mb_s is not None
 
     def describe(self, nproc: int = 2) -> str:
         "The limits in one line, for a person: what the ranks run under."
@@ -96,9 +113,10 @@ class Limits:
             rs = self.quota_ranks(nproc)
             parts.append(f"{'rank' if len(rs) == 1 else 'ranks'} {','.join(map(str, rs))} under a CPU quota of "
                          f"{self.cpu_quota:g} cores (cgroup v1 cpu.cfs_quota_us), every rank weighted {CPU_SHARES} cpu.shares against other work")
-        if self.read_mb_s is not None:
-            parts.append(f"the data on a volume read at {self.read_mb_s:g} MB/s (a loop device under cgroup v1 "
-                         f"blkio.throttle.read_bps_device), in ${DATA_DIR_ENV}")
+        if self.volume:
+            rates = [f"{w} at {v:g} MB/s" for w, v in (("read", self.read_mb_s), ("written", self.write_mb_s)) if v is not None]
+            files = [f"blkio.throttle.{k}_bps_device" for k, v in (("read", self.read_mb_s), ("write", self.write_mb_s)) if v is not None]
+            parts.append(f"a volume {' and '.join(rates)} (a loop device under cgroup v1 {' and '.join(files)}), in ${self.volume_env}")
         if self.mem_mib is not None:
             rs = self.memory_ranks(nproc)
             parts.append(f"{'rank' if len(rs) == 1 else 'ranks'} {','.join(map(str, rs))} and {'its' if len(rs) == 1 else 'their'} "
@@ -115,13 +133,13 @@ def missing_privileges(limits: Limits) -> str | None:
     try: eff = int(next(l.split()[1] for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("CapEff:")), 16)
     except (OSError, StopIteration, ValueError): eff = 0
     if not eff >> _CAP_SYS_ADMIN & 1:
-        made = "cgroups and a loop device" if limits.read_mb_s is not None else "cgroups"
+        made = "cgroups and a loop device" if limits.volume else "cgroups"
         return (f"needs root: {limits.describe()} are made with {made}; this process (uid {os.getuid()}) "
                 "lacks CAP_SYS_ADMIN: run it as root, or in a container with --cap-add SYS_ADMIN")
     for c in limits.controllers:
         if not os.access(CGROUP_ROOT / c, os.W_OK):
             return f"needs root: the cgroup v1 `{c}` controller is not mounted writable at {CGROUP_ROOT / c}"
-    if limits.read_mb_s is not None:
+    if limits.volume:
         for tool, pkg in (("losetup", "mount"), ("mkfs.ext4", "e2fsprogs"), ("mount", "mount"), ("umount", "mount")):
             if shutil.which(tool) is None: return f"the throttled volume needs the `{tool}` command: apt-get install {pkg}"
     return None
@@ -256,7 +274,7 @@ def apply_limits(limits: Limits, nproc: int) -> AppliedLimits:
     a.reaper = start_limits_reaper(a.token)
     try:
         if limits.cpu_quota is not None: _make_cpu(a)
-        if limits.read_mb_s is not None: _make_volume(a)
+        if limits.volume: _make_volume(a)
         if limits.mem_mib is not None: _make_memory(a)
     except BaseException:
         a.release(); raise
@@ -271,7 +289,7 @@ def _make_cpu(a: AppliedLimits):
     (rest / "cpu.shares").write_text(str(CPU_SHARES))
 
 def _make_volume(a: AppliedLimits):
-    "An ext4 image on a loop device, filled, mounted again (so the page cache holds none of it), and its reads throttled."
+    "An ext4 image on a loop device, filled, mounted again (so the page cache holds none of it), its reads and writes throttled."
     lim, vol = a.limits, volume_dir(a.token)
     vol.mkdir(); a.data_dir.mkdir()
     img = vol / "volume.img"
@@ -279,14 +297,16 @@ def _make_volume(a: AppliedLimits):
     _sh("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", str(img))
     dev = _sh("losetup", "--find", "--show", str(img)).strip()
     _sh("mount", dev, str(a.data_dir))
-    from distlab.rank.worker import load_rank_fn
-    load_rank_fn(lim.fill)(a.data_dir)
-    _sh("umount", str(a.data_dir))  # drops the file system's cached pages: every read from now on reaches the device
-    _sh("mount", dev, str(a.data_dir))
+    if lim.fill:
+        from distlab.rank.worker import load_rank_fn
+        load_rank_fn(lim.fill)(a.data_dir)
+        _sh("umount", str(a.data_dir))  # drops the file system's cached pages: every read from now on reaches the device
+        _sh("mount", dev, str(a.data_dir))
     majmin = Path(f"/sys/block/{Path(dev).name}/dev").read_text().strip()
     d = cgroup_dir("blkio", a.token); d.mkdir()
-    (d / "blkio.throttle.read_bps_device").write_text(f"{majmin} {int(lim.read_mb_s * 1e6)}")
-    a.env[DATA_DIR_ENV] = str(a.data_dir)
+    for kind, rate in (("read", lim.read_mb_s), ("write", lim.write_mb_s)):
+        if rate is not None: (d / f"blkio.throttle.{kind}_bps_device").write_text(f"{majmin} {int(rate * 1e6)}")
+    a.env[lim.volume_env] = str(a.data_dir)
 
 # %% ../../nbs/13_limits.ipynb #bd3f7d25
 def _targets(a: AppliedLimits) -> dict[int, list[Path]]:
@@ -295,7 +315,7 @@ def _targets(a: AppliedLimits) -> dict[int, list[Path]]:
     quota = a.limits.quota_ranks(a.nproc)
     for r in range(a.nproc) if a.limits.cpu_quota is not None else []:
         out.setdefault(r, []).append(cgroup_dir("cpu", a.token if r in quota else a.token + "_rest"))
-    if a.limits.read_mb_s is not None:
+    if a.limits.volume:
         for r in range(a.nproc): out.setdefault(r, []).append(cgroup_dir("blkio", a.token))
     for r in a.limits.memory_ranks(a.nproc): out.setdefault(r, []).append(memory_dir(a.token, r))
     return out
@@ -352,6 +372,9 @@ def release(a: AppliedLimits) -> dict[str, list[str]]:
         try: _watch_memory(a)  # the last figures, before the cgroups go
         except Exception: pass
         if a._kmsg is not None: os.close(a._kmsg); a._kmsg = None
+    if a.limits.keep and a.run_dir is not None and a.run_dir.is_dir() and a.data_dir.is_dir():
+        try: shutil.copytree(a.data_dir, a.run_dir / a.limits.keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("lost+found"))
+        except (OSError, shutil.Error): pass  # a full disk loses the copy, never the teardown
     left = teardown(a.token)
     if a.reaper is not None:
         try: a.reaper.stdin.close()

@@ -543,9 +543,10 @@ register(Scenario(
     explanation="A checkpoint written on the training path stops the training for as long as the write takes: rank 0 "
                 "serialises the whole state and sends it to storage, and every other rank waits for it in the barrier "
                 "after the save (without one, in the next step's all-reduce). On shared storage (a network file system, "
-                "an object store) a state of many GB takes minutes. Here the state is 25 MB and the storage writes "
-                "80 MB/s (an emulation: each write sleeps for the time it would take there), so each save costs every "
-                "rank 0.3 s or more. The fix takes the write off the training path: copy the state to host memory (the "
+                "an object store) a state of many GB takes minutes. Here the state is 25 MB and rank 0 writes it to "
+                "a volume whose writes the kernel holds to 80 MB/s (a loop device under the cgroup `blkio` controller's "
+                "write throttle, which binds on the `fsync` that makes a checkpoint durable: `torch.save` itself only "
+                "fills the page cache), so each save costs every rank 0.3 s or more. The fix takes the write off the training path: copy the state to host memory (the "
                 "next steps change the tensors in place, so the copy is what makes the checkpoint one step's state), "
                 "write the copy in a background thread, and keep one save in flight; `torch.distributed.checkpoint."
                 "async_save` does the same for sharded checkpoints, on a process group of its own (on the default group "
@@ -557,7 +558,8 @@ register(Scenario(
            "next steps can change the weights while the copy is written?",
            "On rank 0: copy every tensor of the state to host memory (`t.detach().to('cpu', copy=True)`), write the "
            "copy in a `threading.Thread`, join it before the next save and at the end; drop the barrier."),
-    default_nproc=2, timeout_s=150.0,
+    default_nproc=2, timeout_s=150.0, needs_root=True,
+    limits={"write_mb_s": 80.0, "volume_env": "CKPT_DIR", "keep": "checkpoints", "volume_mb": 128},  # the checkpoints outlive the volume: the checks read them
     variants={
         "broken": Variant(name="broken", description="rank 0 writes the whole state every 10 steps; every rank waits in a barrier",
                           script="broken.py", expect=Expect(status="ok", equal_steps=True, checks=(f"{_P}:check_slow_broken",))),

@@ -78,7 +78,7 @@ class RankTrack:
         rec.update(state=state, dur_s=ev.get("dur_s"), error=ev.get("error"), t1=ev.get("t"))
         if state == "completed":
             self.last_done = rec
-            if rec.get("ddp") == "buckets":
+            if rec.get("ddp") == "buckets" or rec.get("ddp_last_bucket"):  # a backward, or its last bucket (DDP_BUCKETS=hook)
                 self.ddp_steps += 1
                 if ev.get("t") is not None: self.ddp_step_ts.append(ev["t"])
         else: self.last_failed = rec

@@ -1,6 +1,8 @@
 """Slow checkpoint: every 10 steps rank 0 writes the whole training state to shared storage, and every rank waits for it.
 
 Run it on 2 ranks:  distlab launch --nproc-per-node 2 broken.py   (bare: torchrun --nproc-per-node 2 broken.py)
+In the lesson $CKPT_DIR is a volume whose writes the kernel holds to 80 MB/s, as a shared file system's might be
+(`distlab show slow-checkpoint`); run alone, the checkpoints go to ./checkpoints at your own disk's speed.
 """
 import copy, os, time
 from concurrent.futures import ThreadPoolExecutor
@@ -10,24 +12,14 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 STEPS, SAVE_EVERY = 32, 10
-CKPT_DIR = os.path.join(os.environ.get("DISTLAB_RUN_DIR", "."), "checkpoints")  # one directory per distlab run
-STORAGE_MB_S = 80  # EMULATION: the shared storage's write rate per writer (a network file system)
-
-
-class SharedStorage:
-    "A file on the shared storage: each write takes as long as it would at STORAGE_MB_S."
-    def __init__(self, f): self.f = f
-    def write(self, b):
-        time.sleep(len(b) / (STORAGE_MB_S * 1e6))  # EMULATION: the network and the far disk at work
-        return self.f.write(b)
-    def flush(self): self.f.flush()
+CKPT_DIR = os.environ.get("CKPT_DIR") or os.path.join(os.environ.get("DISTLAB_RUN_DIR", "."), "checkpoints")  # in the lesson: a volume written at 80 MB/s
 
 
 def write(state, step):
     "Write `state` as checkpoint `step`: a temporary file, fsync (on disk before it counts), rename."
     path, t0 = os.path.join(CKPT_DIR, f"step-{step:06d}.pt"), time.perf_counter()
     with open(path + ".tmp", "wb") as f:
-        torch.save(state, SharedStorage(f))
+        torch.save(state, f)
         f.flush(); os.fsync(f.fileno())
     os.replace(path + ".tmp", path)
     print(f"rank {dist.get_rank()}: saved step {step}, {os.path.getsize(path)} bytes in {time.perf_counter() - t0:.3f} s", flush=True)
