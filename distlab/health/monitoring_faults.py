@@ -467,6 +467,8 @@ def kill_pushing_rank(prom: Prometheus, gw: Pushgateway, job: MonitoredJob,
     # push: the last values stay; only their push time ages, until the staleness alert fires
     fired = _wait(lambda: by_rank(prom.query(alert)).get(rank), timeout_s + stale_after_s, f"rank {rank}'s push to be {stale_after_s} s old")
     fired_s = time.time() - killed_t
+    # torchrun stopped the other ranks after the kill, a step later at most: their last pushes age past the threshold too
+    _wait(lambda: len(by_rank(prom.query(alert))) == job.nproc, timeout_s, f"every rank's push to be {stale_after_s} s old")
     group = next(g for g in gw.groups() if g.labels.get("rank") == str(rank))
     now = time.time()
     shown = by_rank(prom.query(f'train_step{{job="train", rank="{rank}"}}'))
