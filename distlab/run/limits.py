@@ -55,7 +55,7 @@ class Limits:
     "write rate of the run's volume in MB/s (cgroup v1 `blkio.throttle.write_bps_device` on its loop device), shared by every rank: it binds on the writes a rank sends to the device itself (`fsync`, `O_DIRECT`), not on the kernel's own writeback later"
     volume_mb: int = 64
     "size of the volume, MiB"
-    volume_env: str = "DATA_DIR"
+    volume_env: str = DATA_DIR_ENV
     "the environment variable that tells the ranks the volume's folder"
     keep: str | None = None
     "a folder of the run's directory that the volume's files are copied to before it goes (what the ranks wrote outlives the volume)"
