@@ -22,9 +22,20 @@ def nothing_left(token: str, timeout_s: float = 15):
     "Assert that cluster `token` has no namespace, link, hosts file, cgroup, process or state file left within `timeout_s`."
     wait_for(lambda: not left(token), timeout_s, interval_s=0.2, what=f"cluster {token} removed; still there: {left(token)}")
 
+def _as_a_foreground_job():
+    # A shell without job control starts its background jobs with SIGINT ignored, and Python keeps an inherited SIG_IGN
+    # (so Ctrl-C at a terminal spares `distlab cluster ... &`). CI runs this suite as such a job: without this line the
+    # Ctrl-C below reached a launcher that ignores it, and the test waited out its 60 s.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 def cli(args: list[str], out: Path, err: Path) -> subprocess.Popen:
-    "`distlab ARGS` in a session of its own (a terminal's foreground job), its output in files."
-    return subprocess.Popen(DISTLAB + args, stdout=open(out, "w"), stderr=open(err, "w"), start_new_session=True)
+    "`distlab ARGS` in a session of its own, as a terminal's foreground job (Ctrl-C at its default), its output in files."
+    return subprocess.Popen(DISTLAB + args, stdout=open(out, "w"), stderr=open(err, "w"), start_new_session=True,
+                            preexec_fn=_as_a_foreground_job)
+
+def agent_logs(root: Path) -> str:
+    "Every node agent's log under `root`, for a failure's message."
+    return "\n".join(f"--- {p}:\n{p.read_text(errors='replace')[-1500:]}" for p in sorted(root.glob("*cluster-*/node*/agent.log")))
 
 def token_of(err: Path) -> str | None:
     m = re.search(r"distlab cluster ([0-9a-f]{6}):", err.read_text() if err.exists() else "")
@@ -91,7 +102,9 @@ def test_launcher_interrupted_or_killed_leaves_nothing(tmp_path, how):
         assert token and left(token)["processes"] and left(token)["namespaces"], err.read_text()
         if how == "ctrl-c":
             os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-            assert p.wait(60) == 130, err.read_text()[-2000:]
+            try: code = p.wait(60)
+            except subprocess.TimeoutExpired: code = "still running 60 s after Ctrl-C"
+            assert code == 130, f"{code}\n{err.read_text()[-3000:]}\n{agent_logs(tmp_path)}"
             nothing_left(token, 1)
         else:
             p.kill()  # SIGKILL: no handler runs; the cluster's reaper sees its pipe close

@@ -104,6 +104,10 @@ def test_the_profile_counts_every_bucket_of_the_lesson(outcomes):
         run = outcomes[SB, v].run_dir
         steps = [s for r in event_ranks(run) for s in gradient_steps(run, r)]
         assert (p["count"], p["bytes"]) == (sum(s["all_reduces"] for s in steps), sum(s["bytes"] for s in steps)), (v, p)
+        # its time is the wire's busy time on each rank, summed: the queued all-reduces' own times overlap and count once
+        assert 0 < p["time_s"] <= NPROC * outcomes[SB, v].duration_s, (v, p, outcomes[SB, v].duration_s)
+    # the same bytes, 48 all-reduces a step against 1: a fraction of the bus bandwidth
+    assert prof["fixed"]["busbw_gbps"] > 3 * prof["broken"]["busbw_gbps"], prof
 
 
 @pytest.mark.parametrize("name,passes,says", TRIES, ids=[t[0] for t in TRIES])

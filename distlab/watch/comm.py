@@ -54,7 +54,7 @@ class CommRow:
     seq: int | None = None     # the ledger's sequence number on `group` (collectives)
     step: int | None = None    # the step (buckets)
     bucket: int | None = None  # DDP's bucket index (buckets)
-    start_s: float | None = None  # when the bucket was ready, seconds into its step (buckets)
+    start_s: float | None = None  # when it started: the bucket ready, seconds into its step (buckets); the call, epoch seconds (collectives)
     site: str | None = None    # the call site (collectives)
     algbw_gbps: float = field(init=False)
     busbw_gbps: float = field(init=False)
@@ -81,7 +81,7 @@ def collective_rows(tracks: dict[int, RankTrack],  # rank -> its track (a run's,
             if size is None: continue
             rows.append(CommRow(rank=r, source="collective", op=nccl_op(rec["op"]),
                                 group=rec.get("group", "world"), n=n, nbytes=size, dur_s=dur, seq=rec.get("seq"),
-                                site=rec.get("site")))
+                                site=rec.get("site"), start_s=rec.get("t0")))
     return rows
 
 def bucket_rows(tracks: dict[int, RankTrack], world_size: int) -> list[CommRow]:
@@ -99,11 +99,13 @@ def bucket_rows(tracks: dict[int, RankTrack], world_size: int) -> list[CommRow]:
     return rows
 
 # %% ../../nbs/29b_comm.ipynb #b2b81967
-def _busy_s(buckets: list[CommRow]) -> float:
-    "Seconds any of `buckets` was in flight, per (rank, step), summed."
+def _busy_s(rows: list[CommRow]) -> float:
+    "Seconds any of `rows` was in flight, per rank (DDP buckets: per rank and step), summed; a collective with no start counts its duration."
     by: dict[tuple, list] = defaultdict(list)
-    for b in buckets: by[(b.rank, b.step)].append((b.start_s or 0.0, (b.start_s or 0.0) + b.dur_s))
     total = 0.0
+    for b in rows:
+        if b.source == "collective" and b.start_s is None: total += b.dur_s; continue
+        by[(b.rank, b.source, b.step)].append((b.start_s or 0.0, (b.start_s or 0.0) + b.dur_s))
     for spans in by.values():
         end = None
         for a, b in sorted(spans):
@@ -113,9 +115,9 @@ def _busy_s(buckets: list[CommRow]) -> float:
     return total
 
 def summarize(rows: list[CommRow]) -> dict:
-    "count, bytes, time_s, algbw_gbps and busbw_gbps of `rows` taken together (time: durations, or the wire's busy time for buckets)."
+    "count, bytes, time_s, algbw_gbps and busbw_gbps of `rows` taken together (time: the wire's busy time, `_busy_s`)."
     if not rows: return {"count": 0, "bytes": 0, "time_s": 0.0, "algbw_gbps": None, "busbw_gbps": None}
-    secs = sum(r.dur_s for r in rows if r.source != "bucket") + _busy_s([r for r in rows if r.source == "bucket"])
+    secs = _busy_s(rows)
     nbytes, bus = sum(r.nbytes for r in rows), sum(r.nbytes * bus_factor(r.op, r.n) for r in rows)
     return {"count": len(rows), "bytes": nbytes, "time_s": secs, "algbw_gbps": nbytes / 1e9 / secs,
             "busbw_gbps": bus / 1e9 / secs}
