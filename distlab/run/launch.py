@@ -97,9 +97,12 @@ def torchrun_argv(cfg: LaunchConfig, target: str, args: Sequence[str], *, module
 def _rendezvous_flags(cfg: LaunchConfig) -> list[str]:
     "The rendezvous flags; `--standalone` for one node with no rendezvous set (torchrun itself does the same then)."
     default_c10d = cfg.rdzv_backend is None and cfg.nnodes > 1  # the Python API's rendezvous for several nodes
-    given = {"--rdzv-backend": "c10d" if default_c10d else cfg.rdzv_backend, "--rdzv-endpoint": cfg.rdzv_endpoint,
+    backend = "c10d" if default_c10d else cfg.rdzv_backend
+    static = backend in (None, "static")  # torchrun reads --node-rank only then, and warns that it ignores it otherwise
+    given = {"--rdzv-backend": backend, "--rdzv-endpoint": cfg.rdzv_endpoint,
              "--rdzv-id": cfg.rdzv_id or ("distlab" if default_c10d else None), "--rdzv-conf": cfg.rdzv_conf,
-             "--node-rank": cfg.node_rank or None, "--master-addr": cfg.master_addr, "--master-port": cfg.master_port}
+             "--node-rank": (cfg.node_rank or None) if static else None,  # with c10d it is distlab's own node label (the watch's)
+             "--master-addr": cfg.master_addr, "--master-port": cfg.master_port}
     flags = [s for flag, v in given.items() if v is not None for s in (flag, str(v))]
     if cfg.standalone: return ["--standalone"] + flags  # torchrun ignores the others, as it would on its own
     if cfg.nnodes == 1 and all(v in (None, "static") for v in given.values()): return ["--standalone"]
