@@ -218,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for your script")
     p = sub.add_parser("tour", help="run every scenario broken and fixed, print a table, save plots")
     _common(p)
-    p.add_argument("--only", nargs="*", default=None, help="scenario ids to include (default: all)")
+    p.add_argument("--only", nargs="*", default=None, help="scenario or node-fault ids to include (default: all; node faults need root)")
     p.add_argument("--plots", default="distlab-tour", help="folder for the plots")
     p = sub.add_parser("bench", help="nccl-tests' table of collective bandwidth (time, algbw, busbw, #wrong) over a size sweep",
                        description="Times all_reduce, all_gather, reduce_scatter, broadcast and all_to_all on torchrun ranks as "
@@ -500,17 +500,22 @@ def _echo(rank, stream, line):
 
 # %% ../nbs/70_cli.ipynb #c9e39268
 def tour(*, only=None, nproc=None, backend="auto", runs_root=None, plots_dir="distlab-tour", timeout_s=None,
-         out=sys.stdout) -> list[dict]:
-    "Run every scenario broken then fixed; print progress and a table; save plots; return the outcomes."
+         out=None) -> list[dict]:
+    "Run every scenario broken then fixed, then every node fault on 2 emulated nodes (root); print progress and a table; save plots; return the outcomes."
     from distlab.scenarios import SCENARIOS, run_scenario
     from distlab.scenarios.runner import not_run_reason
-    ids = only or list(SCENARIOS)
-    unknown = [i for i in ids if i not in SCENARIOS]
-    if unknown: raise KeyError(f"unknown scenario(s) {unknown}; known: {', '.join(SCENARIOS)}")
+    from distlab.scenarios.on_nodes import NODE_FAULTS
+    out = out or sys.stdout  # at call time: a caller's redirect_stdout holds
+    ids = only or [*SCENARIOS, *NODE_FAULTS]
+    unknown = [i for i in ids if i not in SCENARIOS and i not in NODE_FAULTS]
+    if unknown: raise KeyError(f"unknown scenario(s) {unknown}; known: {', '.join([*SCENARIOS, *NODE_FAULTS])}")
     jobs = [(i, v) for i in ids for v in ("broken", "fixed")]
     rows, t0 = [], time.time()
     for n, (sid, variant) in enumerate(jobs, 1):
         print(f"[{n:>2}/{len(jobs)}] {sid} {variant} ...", end=" ", flush=True, file=out)
+        if sid in NODE_FAULTS:
+            if row := _tour_fault(sid, variant, runs_root=runs_root, timeout_s=timeout_s, out=out): rows.append(row)
+            continue
         if why := not_run_reason(SCENARIOS[sid], nproc):
             print(why, flush=True, file=out); continue  # not a failure: this machine cannot run it
         o = run_scenario(sid, variant, nproc=nproc, backend=backend, runs_root=runs_root, timeout_s=timeout_s)
@@ -523,6 +528,22 @@ def tour(*, only=None, nproc=None, backend="auto", runs_root=None, plots_dir="di
     print("\n" + tour_table(rows) + f"\n\n{sum(r['matched'] for r in rows)}/{len(rows)} as expected in {time.time() - t0:.0f} s; "
           f"plots in {plots_dir}/", file=out)
     return rows
+
+def _tour_fault(fid: str, variant: str, *, runs_root=None, timeout_s=None, out=None) -> dict | None:
+    "One node fault's variant in the tour: its row (the catalogue's fields; its cluster's directory as `run_dir`), or None and a `not run` line where this process cannot make nodes."
+    from distlab.run.nodes import missing_privileges
+    from distlab.scenarios.on_nodes import fault_on_nodes
+    out = out or sys.stdout
+    if why := missing_privileges():
+        print(f"not run: {why}", flush=True, file=out); return None
+    r = fault_on_nodes(fid, variant, runs_root=runs_root, timeout_s=timeout_s)
+    ok, text = _fault_verdict(r)
+    d, res = r["diagnosis"] or {}, r["cluster"]
+    print(("ok " if ok else "FAILED ") + r["status"] + (f" ({d.get('kind')}, ranks {d.get('culprit_ranks')})" if d else "")
+          + f" {res.duration_s:.1f}s on 2 emulated nodes" + ("" if ok else f": {text}"), flush=True, file=out)
+    return {"scenario": fid, "variant": variant, "status": r["status"], "matched": ok, "problems": [] if ok else [text],
+            "diagnosis": d or None, "run_dir": res.cluster_dir, "duration_s": res.duration_s, "figures": r.get("figures") or {},
+            "plots": [], "diagnosis_kind": d.get("kind"), "culprits": d.get("culprit_ranks")}
 
 def _save_plots(run_dir, out_dir) -> list:
     try: from distlab.ui.plots import save_run_figures

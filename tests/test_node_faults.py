@@ -105,3 +105,17 @@ def test_the_command_line_runs_a_fault_and_says_it_ended_as_the_lesson_says(tmp_
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert r["diagnosis"]["kind"] == "never-joined" and "node 1" in r["diagnosis"]["headline"], r["diagnosis"]
     assert "GLOO_SOCKET_IFNAME" in p.stderr and r["left"] == {}, r["left"]
+
+def test_the_tour_runs_the_node_faults_broken_and_fixed(tmp_path):
+    "`distlab tour` (the README's main job) takes the node faults after the catalogue: each variant's row, its verdict, exit 0."
+    import json, subprocess, sys
+    p = subprocess.run([sys.executable, "-m", "distlab.cli", "tour", "--only", "node-socket-ifname", "--runs-root", str(tmp_path / "runs"),
+                        "--plots", str(tmp_path / "plots"), "--json"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    assert "node-socket-ifname broken ... ok hung (never-joined, ranks [1])" in p.stdout and "2/2 as expected" in p.stdout, p.stdout[-2000:]
+    rows = {r["variant"]: r for r in json.loads(p.stdout.strip().splitlines()[-1])}
+    assert rows["broken"]["matched"] and "rank 1 on node 1 (host node1)" in rows["broken"]["diagnosis"]["headline"], rows["broken"]
+    assert rows["fixed"]["matched"] and rows["fixed"]["status"] == "ok" and rows["fixed"]["figures"]["steps"] > 0, rows["fixed"]
+    for r in rows.values():  # the cluster's directory is named ...-cluster-TOKEN
+        token = r["run_dir"].rsplit("-", 1)[-1]
+        assert not any(leftovers(token).values()), leftovers(token)

@@ -75,7 +75,11 @@ import distlab.cli
 with contextlib.redirect_stderr(io.StringIO()) as err:
     try: distlab.cli.main(["run", "shm-too-small", "--runs-root", runs])
     except SystemExit as e: out["cli_code"] = e.code
-out["cli_said"], out["seconds"] = err.getvalue(), time.time() - t0
+out["cli_said"] = err.getvalue()
+with contextlib.redirect_stdout(io.StringIO()) as said:  # the tour's node faults: emulated nodes need root too
+    try: distlab.cli.main(["tour", "--only", "node-socket-ifname", "--runs-root", runs, "--plots", runs + "-plots"])
+    except SystemExit as e: out["tour_code"] = e.code
+out["tour_said"], out["seconds"] = said.getvalue(), time.time() - t0
 print("RESULT " + json.dumps(out, default=str))
 """
 
@@ -108,6 +112,10 @@ def test_needs_root_scenario_is_not_run_for_a_learner_without_root():
         # FixIt's try and the CLI say the same line; the CLI exits 77 (skipped), not 1 (failed) or 2 (bad input)
         assert got["try"] == got["try_reason"] and got["try"].startswith("not run: needs root ("), got
         assert got["cli_code"] == 77 and got["cli_said"] == f"distlab: shm-too-small (broken): {why}\n", got
+        # the tour: each node fault's variant is one `not run` line, and the tour is not failed for it
+        said = got["tour_said"].splitlines()
+        assert got["tour_code"] == 0 and [l.split(" ... ")[0] for l in said[:2]] == ["[ 1/2] node-socket-ifname broken", "[ 2/2] node-socket-ifname fixed"], got
+        assert all("... not run: " in l and "root" in l for l in said[:2]) and "0/0 as expected" in got["tour_said"], got["tour_said"]
         assert got["seconds"] < 30, got  # no rank was started: what time it took is imports
         # nothing left: no process of the user, no cgroup, no run directory or try folder
         deadline = time.time() + 5
@@ -115,6 +123,7 @@ def test_needs_root_scenario_is_not_run_for_a_learner_without_root():
         assert not _pids(uid) - before_pids, f"processes of {USER} left: {_pids(uid) - before_pids}"
         assert not _made_since(before_cgroups, uid), f"cgroups left: {_made_since(before_cgroups, uid)}"
         assert not runs.exists() or not any(runs.rglob("*")), sorted(runs.rglob("*"))
+        assert not (home / "runs-plots").exists() or not any((home / "runs-plots").rglob("*"))
         assert not list(keep.iterdir()), "the binds' tmpfs lived in the namespace only"
         print(f"as {USER}: not run in {wall_s:.1f} s wall ({got['seconds']:.1f} s in the process)")
     finally:
