@@ -294,7 +294,8 @@ def cmd_export(a) -> int:
 # %% ../nbs/70_cli.ipynb #9885f75e
 _CLUSTER_USAGE = ("distlab cluster [--nnodes N] [--nproc-per-node K] [--node-link-mbit R] [--node-mtu M] [--node-cpu-quota C] "
                   "[options] SCRIPT [ARGS ...]\n       distlab cluster [node options] --bench [-b 1M -e 16M --op all_reduce]"
-                  "\n       distlab cluster --fault ID [--variant broken|fixed] [--show]")
+                  "\n       distlab cluster --fault ID [--variant broken|fixed] [--show]"
+                  "\n       distlab cluster --fault node-partition --try my_train.py | --hint N")
 
 def _cluster_parser(sub):
     "`distlab cluster`: a job, or distlab bench, on emulated nodes (network namespaces joined by a bridge; root)."
@@ -332,6 +333,9 @@ def _cluster_parser(sub):
                    "`--fault list` names them) and run its lesson script on them; exit 0 when it ends as the lesson says")
     f.add_argument("--variant", choices=("broken", "fixed"), default="broken", help="with --fault: the broken setup or the fixed one")
     f.add_argument("--show", action="store_true", help="with --fault: print the lesson (story, script, each variant's setup commands), run nothing")
+    f.add_argument("--try", dest="try_file", default=None, metavar="FILE", help="with --fault node-partition: run your script as the "
+                   "fix (elastic, the link cut mid-run) and grade it; exit 0 fixed, 1 not yet")
+    f.add_argument("--hint", type=int, default=None, metavar="N", help="with --fault node-partition: hint N for writing the fix")
     p.add_argument("target", nargs="?", default=None, help="your training script (a module with -m)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for your script")
 
@@ -680,8 +684,18 @@ def _cluster_fault(a) -> int:
     if a.fault not in NODE_FAULTS: raise ValueError(f"--fault {a.fault}: no such node fault; pick one of {', '.join(NODE_FAULTS)}")
     if a.target or a.bench: raise ValueError("--fault runs the fault's own lesson script: drop the script (or --bench)")
     if a.show: print(show_fault(a.fault)); return 0
+    if a.hint is not None or a.try_file:
+        from distlab.scenarios.node_tries import fault_hint, try_fault
+        if a.hint is not None: print(fault_hint(a.fault, a.hint)); return 0
     def echo(node, rank, stream, line):
         print(f"[node{node}{'' if rank is None else f' rank{rank}'}] {line}", file=sys.stderr if rank is None or stream == "stderr" else sys.stdout, flush=True)
+    if a.try_file:
+        try: v = try_fault(a.fault, Path(a.try_file), runs_root=a.runs_root, timeout_s=a.timeout, on_line=echo)
+        except NodesUnavailable as e: print(f"distlab: error: {e}", file=sys.stderr); return 2
+        except SyntaxError as e: raise ValueError(f"{a.try_file} does not compile: {e}; fix that first") from None
+        print(v.text(), file=sys.stderr)
+        if a.json: print(json.dumps(v.to_dict(), default=str))
+        return 0 if v.passed else 1
     try: r = fault_on_nodes(a.fault, a.variant, runs_root=a.runs_root, timeout_s=a.timeout or 120, on_line=echo)
     except NodesUnavailable as e: print(f"distlab: error: {e}", file=sys.stderr); return 2
     print(r["cluster"].text(), file=sys.stderr)

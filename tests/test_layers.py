@@ -23,7 +23,7 @@ def layer_of(module: str) -> str | None:
     "`distlab.scenarios.runner` -> 'scenarios.runner', `distlab.rank.tape` -> 'rank'; None outside distlab."
     parts = module.split(".")
     if parts[0] != "distlab" or len(parts) < 2: return None
-    if parts[1:3] in (["scenarios", "runner"], ["scenarios", "lesson"], ["scenarios", "on_nodes"],
+    if parts[1:3] in (["scenarios", "runner"], ["scenarios", "lesson"], ["scenarios", "on_nodes"], ["scenarios", "node_tries"],
                       ["health", "monitoring_faults"]): return "scenarios.runner"  # they run scenarios (and jobs beside real servers)
     return parts[1]
 

@@ -128,11 +128,12 @@ def grade(id: str, result, nproc: int, *, script_sha256: str | None = None) -> V
                    hints=list(get_scenario(id).hints))
 
 # %% ../../nbs/44a_lesson.ipynb #aaef065f
-def _as_file(id: str, fix, root) -> Path:
-    "`fix` as a script file that compiles: a path to one, or source text written to `root/tries/<id>-<time>-<hash>/my_fix.py` (root: the runs root)."
+def _as_file(id: str, fix, root, start: str | None = None) -> Path:
+    "`fix` as a script file that compiles: a path to one, or source text written to `root/tries/<id>-<time>-<hash>/my_fix.py` (root: the runs root; `start`: the file a learner edits, for the message)."
     if isinstance(fix, Path) or (isinstance(fix, str) and "\n" not in fix and fix.endswith(".py")):
         p = Path(fix)
-        if not p.is_file(): raise FileNotFoundError(f"no script {p} to try; give a path to your edited copy of {id}'s broken.py, or its text")
+        what = start or f"{id}'s broken.py"
+        if not p.is_file(): raise FileNotFoundError(f"no script {p} to try; give a path to your edited copy of {what}, or its text")
         compile(p.read_bytes(), str(p), "exec")  # a syntax error now, not from every rank
         return p
     if not isinstance(fix, str) or not fix.strip(): raise ValueError("give the fixed script as a path or as its source text")

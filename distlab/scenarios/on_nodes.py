@@ -303,7 +303,9 @@ def start_fault(id: str,  # a `NODE_FAULTS` id
                 *, runs_root: str | Path | None = None,
                 timeout_s: float | None = None,  # the whole job's limit (None: 120 s; 240 s for an elastic run, which restarts)
                 join_timeout_s: float = 20.0,  # how long ranks may wait in init before the watch calls it
-                on_line: Callable | None = None) -> tuple[ClusterRun, dict]:
+                on_line: Callable | None = None,
+                script: str | Path | None = None,  # a script to run instead of the fault's own (a learner's fix: `node_tries.try_fault`)
+               ) -> tuple[ClusterRun, dict]:
     "Make 2 emulated nodes, set them up with fault `id` (broken or fixed) and start its lesson script (`NodeFault.script`; a fixed variant's `fixed_script`, elastic) on them: the job, and what was done to the nodes."
     import subprocess, time
     from distlab.run.nodes import NETNS_ETC
@@ -314,7 +316,8 @@ def start_fault(id: str,  # a `NODE_FAULTS` id
         raise ValueError(f"{id}: variant {variant!r}; use " + ("'broken' or 'fixed'" if f.fixed else "'broken' (its fix is not a setup)"))
     elastic = variant == "fixed" and f.fixed_script is not None
     timeout_s = timeout_s or (240 if elastic else 120)
-    script, args = (f.fixed_script, [f.fixed_steps or f.steps]) if elastic else (f.script, [f.steps])
+    own, args = (f.fixed_script, [f.fixed_steps or f.steps]) if elastic else (f.script, [f.steps])
+    script = own if script is None else str(Path(script).resolve())  # lessons_dir() / an absolute path is that path
     cluster = EmulatedCluster(fault_specs(id, variant)).create()
     info = {"id": id, "variant": variant, "setup": [], "env": {}, "during": None, "cut_t": None, "elastic": elastic,
             "script": script, "script_steps": args[0]}
