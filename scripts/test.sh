@@ -36,6 +36,8 @@ echo "== pytest, $(date -u +%T) UTC"
 # pytest still fails this script, after the docs steps have run
 rc=0
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 --ignore=tests/test_docs_site.py tests "$@" || rc=$?
+echo "== each walkthrough under papermill (2 ranks; 00_start_here's run times)"
+cat build/executed/run_times.txt 2>/dev/null || echo "(no walkthrough ran)"
 echo "== docs site (scripts/docs.sh), $(date -u +%T) UTC"
 time bash scripts/docs.sh
 echo "== docs site in a browser, $(date -u +%T) UTC"

@@ -1,7 +1,7 @@
 """One papermill run per walkthrough, shared by every test that reads its outcomes (a family's scenarios are run
 once in CI: the walkthrough test checks each variant against its catalogue entry, the family's own tests read the
 same runs' figures and run directories)."""
-import json, os, shutil, subprocess, sys
+import json, os, shutil, subprocess, sys, time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 START_HERE = ROOT / "examples" / "00_start_here.ipynb"  # the syllabus: no parameters, no runs
 # each walkthrough, as executed, is also kept here for the docs site (scripts/docs.sh renders it with its outputs)
 EXECUTED = Path(os.environ.get("DISTLAB_EXECUTED_DIR") or ROOT / "build" / "executed")
+RUN_TIMES = EXECUTED / "run_times.txt"  # each walkthrough's papermill wall time this session (scripts/test.sh prints it: 00_start_here's table)
 
 
 def _has_parameters(nb: Path) -> bool:
@@ -31,6 +32,7 @@ class WalkthroughRuns:
     "Runs each walkthrough (examples/STEM.ipynb) under papermill at most once per test session; a failed run fails every reader."
     def __init__(self, root: Path):
         self.root, self._done = root, {}
+        RUN_TIMES.unlink(missing_ok=True)  # this session's times only
 
     def outcomes(self, stem: str) -> list[dict]:
         "The outcomes the walkthrough recorded (`results_path`), one dict per scenario variant it ran."
@@ -56,10 +58,12 @@ class WalkthroughRuns:
         nb, out = ROOT / "examples" / f"{stem}.ipynb", self.root / stem
         out.mkdir(parents=True, exist_ok=True)
         results = out / "results.json"
+        t0 = time.time()
         pm.execute_notebook(str(nb), str(out / nb.name), kernel_name="python3", cwd=str(ROOT),
                             parameters=dict(nproc=2, backend="gloo", block=True, results_path=str(results),
                                             runs_root=str(out / "runs")),
                             progress_bar=False)
         EXECUTED.mkdir(parents=True, exist_ok=True)
+        with open(RUN_TIMES, "a") as f: f.write(f"{stem}: {(time.time() - t0) / 60:.1f} min, load {os.getloadavg()[0]:.1f} at its end\n")
         shutil.copy2(out / nb.name, EXECUTED / nb.name)  # only a run that went to the end: the docs show real outcomes
         return json.loads(results.read_text())
