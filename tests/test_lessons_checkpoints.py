@@ -69,7 +69,10 @@ def check_disk_full(o):
     assert o.figures["mounts_left"] == [] and mounts_under(Path(o.run_dir)) == [], o.figures
 
 def check_every_rank(o):
-    assert o.figures["writers"] == NPROC and len(o.figures["ranks_whose_state_was_lost"]) == NPROC - 1, o.figures
+    # the file is whichever write ended last (every rank but that one lost), or the writes interleaved into a file that
+    # does not load, or that loads and names a rank whose bytes are not its own (every rank lost: a clean-clone CI saw
+    # {'ranks_in_file': '0', 'ranks_whose_state_was_lost': [0, 1]})
+    assert o.figures["writers"] == NPROC and len(o.figures["ranks_whose_state_was_lost"]) in (NPROC - 1, NPROC), o.figures
 
 def check_drift(o):
     assert o.figures["first_differing_step"] == o.figures["resumed_at_step"] == 10, o.figures
