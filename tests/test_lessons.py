@@ -22,11 +22,13 @@ TRIES = [
     ("stalled-rank", "rlock.py", True, ""),                  # a reentrant lock: the holder may take it again
     ("worker-fork-deadlock", "pid_check.py", True, ""),      # fork kept; each process makes its own reader pool
     ("worker-fork-deadlock", "loader_timeout.py", False, "DataLoader timed out"),  # the wait becomes an error, the run still fails
+    ("init-port-taken", "setdefault.py", True, ""),         # os.environ.setdefault: torchrun's address and port kept
+    ("init-port-taken", "retry.py", False, "address already in use"),  # retrying the bind: the stale job still holds the port
 ]
 
 
 def test_every_hangs_lesson_is_listed():
-    assert {"uneven-batches", "rank-conditional-collective", "collective-mismatch", "stalled-rank", "init-hang",
+    assert {"uneven-batches", "rank-conditional-collective", "collective-mismatch", "stalled-rank", "init-hang", "init-port-taken",
             "dataloader-worker-crash", "worker-fork-deadlock", "worker-stuck-read"} <= set(HANGS_LESSONS), HANGS_LESSONS
 
 

@@ -53,6 +53,15 @@ def test_accumulation_sends_k_times_fewer_bytes_per_sample(outcomes):
     assert a["fixed-accumulate_s_per_sample"] < b["broken_s_per_sample"]
 
 
+def test_the_trainers_steps_reach_the_events(outcomes):
+    "A scenario that trains through distlab's DDPTrainer writes one `step` event per optimizer step, with its timing."
+    from distlab.watch.analysis import read_rank_events
+    o = outcomes[("slow-link", "fixed")]
+    steps = [e for e in read_rank_events(o.run_dir, 1) if e["ev"] == "step"]
+    assert steps and [e["step"] for e in steps] == list(range(o.steps_per_rank[1])), (o.steps_per_rank, steps[:3])
+    assert all(e["step_s"] > 0 and "loss" in e and "comm_s" in e for e in steps), steps[0]
+
+
 def test_the_profile_sees_the_emulated_link(outcomes):
     "Bytes and busy time agree with the steps' own records; the buckets' bus bandwidth is at most the link's 125 MB/s."
     o = outcomes[("slow-link", "broken")]

@@ -3,13 +3,12 @@ collective, line), each fixed variant runs clean, and no process of any run surv
 walkthrough's (examples/01_hangs_and_mismatches.ipynb, run once per session by the `walkthroughs` fixture). The
 scenarios whose diagnosis races something (RACY: gloo aborting a rank, an error that may be swallowed) run their
 broken variant REPEATS times in all, and must be diagnosed the same way every time."""
-import inspect, os, threading
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 import pytest
-from distlab.scenarios import hangs
 from distlab.scenarios import SCENARIOS, run_scenario
 from helpers import gone_within
 
@@ -41,15 +40,6 @@ def run(tmp_path, sid: str, variant: str, nproc: int):
     gone_within(Path(o.run_dir).name)
     return o
 
-
-def source_line(fn, snippet: str) -> str:
-    "`file.py:N`, N the line of `fn` whose statement starts with `snippet`."
-    lines, start = inspect.getsourcelines(fn)
-    hits = [start + i for i, l in enumerate(lines) if l.strip().startswith(snippet)]
-    assert len(hits) == 1, f"{snippet!r} is on {len(hits)} lines of {fn.__name__}"
-    return f"{os.path.basename(inspect.getsourcefile(fn))}:{hits[0]}"
-
-hangs_line = source_line
 
 def lesson_line(sid: str, snippet: str, variant: str = "broken") -> str:
     "`broken.py:N`, N the line of scenario `sid`'s lesson script whose statement starts with `snippet`."
@@ -139,8 +129,9 @@ def check_init_hang(d, o, nproc):
 
 def check_init_port_taken(d, o, nproc):
     assert d["culprit_ranks"] == [0] and "address already in use" in d["headline"], d["headline"]
+    assert "port: 12355" in d["headline"], d["headline"]  # the port the script pins, where the stale job listens
     assert o.steps_per_rank == {r: 0 for r in range(nproc)}
-    assert f"at {hangs_line(hangs.init_hang, 'ctx.init(')}" in d["headline"]
+    assert f"at {lesson_line('init-port-taken', 'dist.init_process_group(')}" in d["headline"], d["headline"]
 
 def check_worker_crash(d, o, nproc):
     assert "DataLoader worker" in d["headline"], d["headline"]  # the cause, on the rank that had it
@@ -218,14 +209,10 @@ def test_a_dataloader_timeout_turns_the_stuck_read_into_an_error(outcomes):
 
 
 @pytest.mark.slow
-def test_trainer_steps_reach_the_events_and_the_progress_plot(outcomes):
-    "The trainer writes the steps (with their timing); a plain script's steps are its DDP backwards; the lab's progress plot reads both, hung run or not."
+def test_a_scripts_steps_reach_the_progress_plot(outcomes):
+    "A plain script's steps are its DDP backwards (it writes no step events); the lab's progress plot reads them in a hung run."
     from distlab.watch.analysis import read_rank_events
     from distlab.ui.plots import plot_progress
-    o = outcomes["init-port-taken", "fixed"]  # trains through DDPTrainer
-    steps = [e for e in read_rank_events(o.run_dir, 1) if e["ev"] == "step"]
-    assert [e["step"] for e in steps] == list(range(8)), steps  # 128 samples, 2 ranks, batches of 8
-    assert all(e["step_s"] > 0 and "loss" in e and "comm_s" in e for e in steps), steps[0]
     o = outcomes["uneven-batches", "broken"]  # a lesson script: no distlab in it, no `step` events
     assert not [e for e in read_rank_events(o.run_dir, 0) if e["ev"] == "step"]
     labels = [t.get_text() for t in plot_progress(o.run_dir).axes[0].get_legend().get_texts()]

@@ -84,6 +84,8 @@ class Scenario:
     "it changes the machine (a mount, a network namespace): without root or CAP_SYS_ADMIN it is not run, with that reason"
     limits: dict = field(default_factory=dict)
     "the environment its ranks run in, as `distlab.run.limits.Limits` fields (a CPU quota on a rank, throttled storage): made around each launch; give `needs_root` too"
+    setup: str | None = None
+    "`module:function` that makes what else the machine holds while the ranks run (a stale job listening on a port), without root: called before each launch, it returns the function that undoes it, called as the run ends; its docstring says what it makes"
 
     def __post_init__(self):
         lacking = [n for n, v in self.variants.items() if v.script is None and self.rank_fn is None]

@@ -53,6 +53,9 @@ def show(id: str, variant: str = "broken", *, diff: bool | None = None, numbers:
     if s.limits:  # what the scenario's launch adds around the script: a CPU quota, throttled storage
         from distlab.run.limits import Limits
         head.append(f"# environment (made by `distlab run {id}`, needs root): {Limits(**s.limits).describe(s.min_nproc)}")
+    if s.setup:  # what else the launch holds on the machine: a stale job on a port
+        from distlab.rank.worker import load_rank_fn
+        head.append(f"# also on the machine (made by `distlab run {id}`): {(load_rank_fn(s.setup).__doc__ or s.setup).split(';')[0]}")
     if diff is None: diff = variant != "broken"
     if diff: return "\n".join(head + ["# the fix, against broken.py:", ""]) + "\n" + script_diff(id, variant)
     src = script_source(id, variant)

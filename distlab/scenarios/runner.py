@@ -104,7 +104,12 @@ def start_scenario(id: str, variant: str = "broken", *, nproc: int | None = None
     if why := not_run_reason(s, nproc): raise NotRunnable(why)
     opts = {**s.launch_options, **launch_options}
     opts["env"] = {**(opts.get("env") or {}), FAST_EXIT_ENV: "1"}  # see distlab.rank.shim: torch's teardown abort is not the lesson
-    limits = _make_limits(s, nproc, opts, on_exit) if s.limits else None
+    undo = load_rank_fn(s.setup)() if s.setup else None  # what else the machine holds: made before the ranks start
+    if undo is not None: on_exit = _then(undo, on_exit)
+    try: limits = _make_limits(s, nproc, opts, on_exit) if s.limits else None
+    except BaseException:
+        if undo is not None: undo()
+        raise
     common = dict(nproc=nproc, backend=backend, name=name or f"{id}-{variant}", runs_root=runs_root,
                   timeout_s=timeout_s or s.timeout_s, on_line=on_line, on_diagnosis=on_diagnosis,
                   on_exit=limits[1] if limits else on_exit, **opts)
@@ -119,9 +124,17 @@ def start_scenario(id: str, variant: str = "broken", *, nproc: int | None = None
             run = launch("distlab.rank.worker", [spec], module=True, **common)
     except BaseException:
         if limits: limits[0].release()
+        if undo is not None: undo()
         raise
     if limits: limits[0].attach(run.pid, run.run_id)  # its ranks into their cgroups as they start
     return run
+
+def _then(undo, on_exit):
+    "An on_exit that undoes a scenario's setup first, then calls `on_exit`."
+    def undo_then(result):
+        undo()
+        if on_exit is not None: on_exit(result)
+    return undo_then
 
 def _make_limits(s: Scenario, nproc: int, opts: dict, on_exit):
     "The scenario's limits made for one run (`distlab.run.limits`; their env joins `opts`), and an on_exit that releases them first."
