@@ -216,9 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
     _export_option(d)
     p.add_argument("target", help="your training script (a module with -m, a program with --no-python)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for your script")
-    p = sub.add_parser("tour", help="run every scenario broken and fixed, print a table, save plots")
+    p = sub.add_parser("tour", help="run every scenario broken and fixed, print a table, save plots",
+                       description="Runs every scenario of the catalogue broken then fixed, then the seven node faults on 2 emulated "
+                       "nodes (root), then the two monitoring faults (scrape-wrong-port, pushgateway-stale) on one 2-rank job with "
+                       "Debian's prometheus and prometheus-pushgateway servers; prints a table and saves plots. What this machine "
+                       "cannot run is one `not run` line. Exit 0 when everything that ran did what it should. With --json the "
+                       "progress and the table go to stderr.")
     _common(p)
-    p.add_argument("--only", nargs="*", default=None, help="scenario or node-fault ids to include (default: all; node faults need root)")
+    p.add_argument("--only", nargs="*", default=None, help="scenario, node-fault or monitoring-fault ids to include (default: all; "
+                   "node faults need root, monitoring faults the prometheus and prometheus-pushgateway servers)")
     p.add_argument("--plots", default="distlab-tour", help="folder for the plots")
     p = sub.add_parser("bench", help="nccl-tests' table of collective bandwidth (time, algbw, busbw, #wrong) over a size sweep",
                        description="Times all_reduce, all_gather, reduce_scatter, broadcast and all_to_all on torchrun ranks as "
@@ -295,7 +301,7 @@ def cmd_export(a) -> int:
 _CLUSTER_USAGE = ("distlab cluster [--nnodes N] [--nproc-per-node K] [--node-link-mbit R] [--node-mtu M] [--node-cpu-quota C] "
                   "[options] SCRIPT [ARGS ...]\n       distlab cluster [node options] --bench [-b 1M -e 16M --op all_reduce]"
                   "\n       distlab cluster --fault ID [--variant broken|fixed] [--show]"
-                  "\n       distlab cluster --fault node-partition --try my_train.py | --hint N")
+                  "\n       distlab cluster --fault node-partition --try my_train.py [--grace S] | --hint N")
 
 def _cluster_parser(sub):
     "`distlab cluster`: a job, or distlab bench, on emulated nodes (network namespaces joined by a bridge; root)."
@@ -335,6 +341,8 @@ def _cluster_parser(sub):
     f.add_argument("--show", action="store_true", help="with --fault: print the lesson (story, script, each variant's setup commands), run nothing")
     f.add_argument("--try", dest="try_file", default=None, metavar="FILE", help="with --fault node-partition: run your script as the "
                    "fix (elastic, the link cut mid-run) and grade it; exit 0 fixed, 1 not yet")
+    f.add_argument("--grace", type=float, default=None, metavar="SECONDS", help="with --try: stop the try once node 0 has trained "
+                   "no step for SECONDS after the cut, and refuse it (default 60): a script that is not a fix yet is told sooner")
     f.add_argument("--hint", type=int, default=None, metavar="N", help="with --fault node-partition: hint N for writing the fix")
     p.add_argument("target", nargs="?", default=None, help="your training script (a module with -m)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for your script")
@@ -505,20 +513,27 @@ def _echo(rank, stream, line):
 # %% ../nbs/70_cli.ipynb #c9e39268
 def tour(*, only=None, nproc=None, backend="auto", runs_root=None, plots_dir="distlab-tour", timeout_s=None,
          out=None) -> list[dict]:
-    "Run every scenario broken then fixed, then every node fault on 2 emulated nodes (root); print progress and a table; save plots; return the outcomes."
+    "Run every scenario broken then fixed, every node fault on 2 emulated nodes (root), then both monitoring faults on one job (real Prometheus and Pushgateway); print progress and a table to `out`; save plots; return the outcomes."
     from distlab.scenarios import SCENARIOS, run_scenario
     from distlab.scenarios.runner import not_run_reason
     from distlab.scenarios.on_nodes import NODE_FAULTS
+    from distlab.health.monitoring_faults import MONITORING_FAULTS
     out = out or sys.stdout  # at call time: a caller's redirect_stdout holds
-    ids = only or [*SCENARIOS, *NODE_FAULTS]
-    unknown = [i for i in ids if i not in SCENARIOS and i not in NODE_FAULTS]
-    if unknown: raise KeyError(f"unknown scenario(s) {unknown}; known: {', '.join([*SCENARIOS, *NODE_FAULTS])}")
+    known = [*SCENARIOS, *NODE_FAULTS, *MONITORING_FAULTS]
+    ids = only or known
+    unknown = [i for i in ids if i not in known]
+    if unknown: raise KeyError(f"unknown scenario(s) {unknown}; known: {', '.join(known)}")
     jobs = [(i, v) for i in ids for v in ("broken", "fixed")]
-    rows, t0 = [], time.time()
+    rows, t0, monitoring = [], time.time(), None
     for n, (sid, variant) in enumerate(jobs, 1):
         print(f"[{n:>2}/{len(jobs)}] {sid} {variant} ...", end=" ", flush=True, file=out)
         if sid in NODE_FAULTS:
-            if row := _tour_fault(sid, variant, runs_root=runs_root, timeout_s=timeout_s, out=out): rows.append(row)
+            if row := _tour_fault(sid, variant, runs_root=runs_root, timeout_s=timeout_s, out=out, plots_dir=plots_dir): rows.append(row)
+            continue
+        if sid in MONITORING_FAULTS:  # both faults' variants come from one job, run at the first of them
+            if monitoring is None: monitoring = _monitoring_outcome(backend, runs_root)
+            shared_by = sum(i in MONITORING_FAULTS for i, _ in jobs)
+            if row := _tour_monitoring(sid, variant, monitoring, shared_by=shared_by, out=out): rows.append(row)
             continue
         if why := not_run_reason(SCENARIOS[sid], nproc):
             print(why, flush=True, file=out); continue  # not a failure: this machine cannot run it
@@ -533,7 +548,7 @@ def tour(*, only=None, nproc=None, backend="auto", runs_root=None, plots_dir="di
           f"plots in {plots_dir}/", file=out)
     return rows
 
-def _tour_fault(fid: str, variant: str, *, runs_root=None, timeout_s=None, out=None) -> dict | None:
+def _tour_fault(fid: str, variant: str, *, runs_root=None, timeout_s=None, out=None, plots_dir=None) -> dict | None:
     "One node fault's variant in the tour: its row (the catalogue's fields; its cluster's directory as `run_dir`), or None and a `not run` line where this process cannot make nodes."
     from distlab.run.nodes import missing_privileges
     from distlab.scenarios.on_nodes import fault_on_nodes
@@ -545,9 +560,75 @@ def _tour_fault(fid: str, variant: str, *, runs_root=None, timeout_s=None, out=N
     d, res = r["diagnosis"] or {}, r["cluster"]
     print(("ok " if ok else "FAILED ") + r["status"] + (f" ({d.get('kind')}, ranks {d.get('culprit_ranks')})" if d else "")
           + f" {res.duration_s:.1f}s on 2 emulated nodes" + ("" if ok else f": {text}"), flush=True, file=out)
+    node_dirs = [n["run_dir"] for n in res.nodes if n.get("run_dir")]
+    plots = _save_cluster_plots(node_dirs, Path(plots_dir) / f"{fid}-{variant}", Path(res.cluster_dir).name) if plots_dir and node_dirs else []
     return {"scenario": fid, "variant": variant, "status": r["status"], "matched": ok, "problems": [] if ok else [text],
             "diagnosis": d or None, "run_dir": res.cluster_dir, "duration_s": res.duration_s, "figures": r.get("figures") or {},
-            "plots": [], "diagnosis_kind": d.get("kind"), "culprits": d.get("culprit_ranks")}
+            "plots": [str(p) for p in plots], "diagnosis_kind": d.get("kind"), "culprits": d.get("culprit_ranks")}
+
+def _save_cluster_plots(node_dirs, out_dir, prefix) -> list:
+    "Every node's ranks in one progress and one timeline figure (`distlab.ui.plots.save_cluster_figures`); none if plotting fails."
+    try: from distlab.ui.plots import save_cluster_figures
+    except ImportError: return []
+    try: return save_cluster_figures(node_dirs, out_dir, prefix)
+    except Exception as e: print(f"(plots failed: {e!r})", end=" ", file=sys.stderr); return []
+
+_MONITORING_NPROC = 2  # the monitoring faults' one job: rank 1 is the one SIGKILLed
+_SCRAPE_FIGURES = ("scrape_port", "exporter_port", "health", "last_error", "up", "step_seconds", "first_scrape_after_s")
+_MONITORING_FIGURES = {  # what each monitoring row carries of monitoring_faults()'s outcome
+    ("scrape-wrong-port", "broken"): _SCRAPE_FIGURES, ("scrape-wrong-port", "fixed"): _SCRAPE_FIGURES,
+    ("pushgateway-stale", "broken"): ("rank", "pushed_step", "shown_step", "push_age_s", "shown_sample_age_s", "up_pushgateway", "stale_after_s"),
+    ("pushgateway-stale", "fixed"): ("rank", "pull_gone_after_s", "up_distlab_after", "alert_fired_after_s", "alert_value_s", "stale_after_s")}
+
+def _monitoring_outcome(backend="auto", runs_root=None) -> dict:
+    "Both monitoring faults from their one job (`monitoring_faults()`) and its seconds (`job_s`); `skipped` or `error` says why there are none."
+    from distlab.health.monitoring_faults import monitoring_faults
+    t0 = time.time()
+    # a server or the job failing is FAILED rows with the reason, not the end of a tour that has run for minutes
+    try: got = monitoring_faults(_MONITORING_NPROC, backend=backend, runs_root=runs_root)
+    except Exception as e: got = {"error": f"the monitoring faults' job failed: {type(e).__name__}: {e}"}
+    return {**got, "job_s": round(time.time() - t0, 1)}
+
+def _monitoring_verdict(fid: str, variant: str, o: dict) -> tuple[bool, str, str]:
+    "Whether a monitoring fault's variant showed what its lesson says (tests/test_monitoring_faults.py's criteria): (as expected, what it showed, what it should have)."
+    if fid == "scrape-wrong-port":
+        ranks = sorted(o["step_seconds"])
+        seen = f"target {o['health']}, up {o['up']}, step time of ranks {ranks}"
+        if variant == "broken": return o["health"] == "down" and o["up"] == 0.0 and ranks == [], seen, "target down, up 0, no step-time series"
+        every = list(range(_MONITORING_NPROC))
+        return o["health"] == "up" and o["up"] == 1.0 and ranks == every, seen, f"target up, up 1, step time of ranks {every}"
+    r = o["rank"]
+    if variant == "broken":  # the Pushgateway keeps the dead rank's last step after its exporter series ended; Prometheus stamps it fresh
+        step = o["pushed_step"]
+        ok = (step is not None and o["pushed_when_pull_gone"].get(r) == step and o["shown_step"] == step and o["up_pushgateway"] == 1.0
+              and o["push_age_s"] >= o["stale_after_s"] > o["shown_sample_age_s"])
+        return (ok, f"rank {r}'s step {step} pushed {o['push_age_s']:.1f} s ago, shown from a sample {o['shown_sample_age_s']:.1f} s old",
+                f"rank {r}'s last pushed step still shown as current, its push older than {o['stale_after_s']:g} s")
+    # fixed: scraping the exporter shows the death (up 0, the run's diagnosis names the rank), and the push-age alert fires
+    ok = o["up_distlab_after"] == 0.0 and o["culprit_ranks"] == [r] and o["alert_fired_after_s"] is not None
+    return (ok, f"exporter up {o['up_distlab_after']} {o['pull_gone_after_s']:.1f} s after the kill, diagnosis {o['diagnosis']} "
+            f"(ranks {o['culprit_ranks']}), push-age alert firing after {o['alert_fired_after_s']:.1f} s",
+            f"exporter up 0, rank {r} named, the push-age alert firing")
+
+def _tour_monitoring(fid: str, variant: str, m: dict, *, shared_by: int = 4, out=None) -> dict | None:
+    "One monitoring fault's variant in the tour, read off the one job's outcome `m` (its time split over the `shared_by` rows): its row, or None and a `not run` line where the servers are missing."
+    out = out or sys.stdout
+    if "skipped" in m: print(f"not run: {m['skipped']}", flush=True, file=out); return None
+    row = {"scenario": fid, "variant": variant, "plots": [], "run_dir": m.get("run_dir"), "duration_s": m["job_s"] / shared_by,
+           "diagnosis": None, "diagnosis_kind": None, "culprits": None}
+    if "error" in m:
+        print(f"FAILED {m['error']}", flush=True, file=out)
+        return {**row, "status": "error", "matched": False, "problems": [m["error"]], "figures": {"job_s": m["job_s"]}}
+    o = m[fid][variant] if fid == "scrape-wrong-port" else m[fid]
+    ok, seen, want = _monitoring_verdict(fid, variant, o)
+    status = o["health"] if fid == "scrape-wrong-port" else o["run_status"]  # the target's health; the job's end
+    if fid == "pushgateway-stale" and o["diagnosis"]:
+        row |= {"diagnosis": {"kind": o["diagnosis"], "culprit_ranks": o["culprit_ranks"], "headline": o["headline"]},
+                "diagnosis_kind": o["diagnosis"], "culprits": o["culprit_ranks"]}
+    print(("ok " if ok else "FAILED ") + f"{seen} (one {m['job_s']:.0f} s job for both monitoring faults)"
+          + ("" if ok else f": NOT as expected ({want})"), flush=True, file=out)
+    return {**row, "status": status, "matched": ok, "problems": [] if ok else [f"{seen}; expected {want}"],
+            "figures": {k: o.get(k) for k in _MONITORING_FIGURES[fid, variant]} | {"job_s": m["job_s"]}}
 
 def _save_plots(run_dir, out_dir) -> list:
     try: from distlab.ui.plots import save_run_figures
@@ -573,7 +654,9 @@ def tour_table(rows: list[dict]) -> str:
 def _yn(r): return "-" if r is None else ("yes" if r["matched"] else "NO")
 
 def cmd_tour(a) -> int:
-    rows = tour(only=a.only, nproc=a.nproc, backend=a.backend, runs_root=a.runs_root, plots_dir=a.plots, timeout_s=a.timeout)
+    "`distlab tour`; with `--json` the progress and the table go to stderr, so stdout is the rows' JSON alone."
+    rows = tour(only=a.only, nproc=a.nproc, backend=a.backend, runs_root=a.runs_root, plots_dir=a.plots, timeout_s=a.timeout,
+                out=sys.stderr if a.json else None)
     if a.json: print(json.dumps(rows, default=str))
     return 0 if all(r["matched"] for r in rows) else 1
 
@@ -622,6 +705,10 @@ def cmd_cluster(a) -> int:
     from distlab.run.node_jobs import node_specs, launch_nodes, bench_nodes
     from distlab.run.nodes import NodesUnavailable
     from distlab.run.bench import BenchFailed
+    if a.grace is not None and not a.try_file:
+        raise ValueError(f"--grace {a.grace:g} applies to a try: add --try FILE (with --fault node-partition), or drop --grace")
+    if a.grace is not None and not 0 < a.grace < float("inf"):
+        raise ValueError(f"--grace {a.grace:g}: give the seconds node 0 may train nothing after the cut, above 0, e.g. --grace 20")
     if a.fault is not None: return _cluster_fault(a)
     specs = node_specs(a.nnodes, link_mbit=a.node_link_mbit, mtu=a.node_mtu, cpu_quota=a.node_cpu_quota, cpus=a.node_cpus,
                        memory_mb=a.node_memory_mb)
@@ -685,12 +772,13 @@ def _cluster_fault(a) -> int:
     if a.target or a.bench: raise ValueError("--fault runs the fault's own lesson script: drop the script (or --bench)")
     if a.show: print(show_fault(a.fault)); return 0
     if a.hint is not None or a.try_file:
-        from distlab.scenarios.node_tries import fault_hint, try_fault
+        from distlab.scenarios.node_tries import TRY_GRACE_S, fault_hint, try_fault
         if a.hint is not None: print(fault_hint(a.fault, a.hint)); return 0
     def echo(node, rank, stream, line):
         print(f"[node{node}{'' if rank is None else f' rank{rank}'}] {line}", file=sys.stderr if rank is None or stream == "stderr" else sys.stdout, flush=True)
     if a.try_file:
-        try: v = try_fault(a.fault, Path(a.try_file), runs_root=a.runs_root, timeout_s=a.timeout, on_line=echo)
+        try: v = try_fault(a.fault, Path(a.try_file), runs_root=a.runs_root, timeout_s=a.timeout, on_line=echo,
+                           grace_s=TRY_GRACE_S if a.grace is None else a.grace)
         except NodesUnavailable as e: print(f"distlab: error: {e}", file=sys.stderr); return 2
         except SyntaxError as e: raise ValueError(f"{a.try_file} does not compile: {e}; fix that first") from None
         print(v.text(), file=sys.stderr)

@@ -79,6 +79,29 @@ def test_a_sigkilled_rank_stays_in_the_pushgateway_and_leaves_the_exporter(monit
     assert {c["name"]: c["status"] for c in stale} == {f"push:job=train,rank={r}": "fail" for r in range(NPROC)}, stale
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(missing_servers() is not None, reason=str(missing_servers()))
+def test_the_tour_runs_both_monitoring_faults_on_one_job(tmp_path):
+    "`distlab tour` (the README's main job) takes the monitoring faults: one job, each variant's row and its verdict, exit 0, nothing left."
+    p = subprocess.run([sys.executable, "-m", "distlab.cli", "tour", "--only", "scrape-wrong-port", "pushgateway-stale", "--json",
+                        "--runs-root", str(tmp_path / "runs"), "--plots", str(tmp_path / "plots")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    rows = {(r["scenario"], r["variant"]): r for r in json.loads(p.stdout)}  # stdout is the JSON alone: progress and table are on stderr
+    assert sorted(rows) == [(f, v) for f in ("pushgateway-stale", "scrape-wrong-port") for v in ("broken", "fixed")], sorted(rows)
+    assert all(r["matched"] and r["problems"] == [] for r in rows.values()), rows
+    (run_dir,) = {r["run_dir"] for r in rows.values()}  # both faults from the one job
+    wrong, right = rows["scrape-wrong-port", "broken"], rows["scrape-wrong-port", "fixed"]
+    assert wrong["status"] == "down" and "connection refused" in wrong["figures"]["last_error"] and wrong["figures"]["step_seconds"] == {}, wrong
+    assert right["status"] == "up" and sorted(right["figures"]["step_seconds"]) == [str(r) for r in range(NPROC)], right
+    pushed, pulled = rows["pushgateway-stale", "broken"], rows["pushgateway-stale", "fixed"]
+    f = pushed["figures"]  # the SIGKILLed rank's last push is still shown, from a fresh sample, after the staleness limit
+    assert f["shown_step"] == f["pushed_step"] >= 1 and f["push_age_s"] >= STALE_AFTER_S > f["shown_sample_age_s"], f
+    assert pulled["figures"]["up_distlab_after"] == 0.0 and pulled["diagnosis_kind"] == "rank-died" and pulled["culprits"] == [1], pulled
+    assert "[ 1/4] scrape-wrong-port broken ... ok target down" in p.stderr and "4/4 as expected" in p.stderr, p.stderr[-2000:]
+    gone_within(Path(run_dir).name)  # no rank, torchrun or exporter of the job is left
+    assert not our_servers(), our_servers()
+
+
 @pytest.mark.skipif(missing_servers() is not None, reason=str(missing_servers()))
 def test_the_servers_leave_nothing_on_any_exit_path():
     # an exception inside the `with`: stopped, dir removed

@@ -5,6 +5,7 @@ the first large collective never ends: node 0's watch says `network-stall`), a l
 straggler named on node 1), and GLOO_SOCKET_IFNAME naming an interface only node 0 has. The six network runs at
 once, then the two straggler runs; nothing is left behind."""
 import shutil
+from pathlib import Path
 import pytest
 from distlab.scenarios.performance import busy_note
 from distlab.config import LaunchConfig
@@ -112,10 +113,12 @@ def test_the_tour_runs_the_node_faults_broken_and_fixed(tmp_path):
     p = subprocess.run([sys.executable, "-m", "distlab.cli", "tour", "--only", "node-socket-ifname", "--runs-root", str(tmp_path / "runs"),
                         "--plots", str(tmp_path / "plots"), "--json"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
-    assert "node-socket-ifname broken ... ok hung (never-joined, ranks [1])" in p.stdout and "2/2 as expected" in p.stdout, p.stdout[-2000:]
-    rows = {r["variant"]: r for r in json.loads(p.stdout.strip().splitlines()[-1])}
+    assert "node-socket-ifname broken ... ok hung (never-joined, ranks [1])" in p.stderr and "2/2 as expected" in p.stderr, p.stderr[-2000:]
+    rows = {r["variant"]: r for r in json.loads(p.stdout)}  # stdout is the JSON alone: progress and table are on stderr
     assert rows["broken"]["matched"] and "rank 1 on node 1 (host node1)" in rows["broken"]["diagnosis"]["headline"], rows["broken"]
     assert rows["fixed"]["matched"] and rows["fixed"]["status"] == "ok" and rows["fixed"]["figures"]["steps"] > 0, rows["fixed"]
     for r in rows.values():  # the cluster's directory is named ...-cluster-TOKEN
+        names = sorted(Path(p).name.rsplit("-", 1)[-1] for p in r["plots"])  # both nodes' ranks in one figure each
+        assert names == ["progress.png", "timeline.png"] and all(Path(p).read_bytes()[:4] == b"\x89PNG" for p in r["plots"]), r["plots"]
         token = r["run_dir"].rsplit("-", 1)[-1]
         assert not any(leftovers(token).values()), leftovers(token)

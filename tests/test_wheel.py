@@ -119,7 +119,7 @@ def test_installed_tour_reproduces_uneven_batches_from_outside_the_checkout(venv
     assert Path(p.stdout.strip()).is_relative_to(sp), (p.stdout, p.stderr)
     p = sh([venv / "bin" / "distlab", "tour", "--only", "uneven-batches", "--nproc", "2", "--json"], cwd=tmp_path, env=env)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
-    rows = {r["variant"]: r for r in json.loads(p.stdout.splitlines()[-1])}
+    rows = {r["variant"]: r for r in json.loads(p.stdout)}  # stdout is the JSON alone: progress and table are on stderr
     broken, fixed = rows["broken"], rows["fixed"]
     assert broken["matched"] and broken["status"] == "hung" and broken["culprits"] == [1], broken["problems"]
     assert fixed["matched"] and fixed["status"] == "ok", fixed["problems"]

@@ -8,6 +8,7 @@ import io, json, time
 from functools import cached_property
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -18,7 +19,8 @@ from ..watch.analysis import RankTrack, tracks_from_events, rank_steps, rank_sta
 # %% auto #0
 __all__ = ['SCENARIO_FIGURES', 'write_sample_run', 'RunEvents', 'load_run', 'events_to_run', 'progress_window', 'plot_progress',
            'CollSpan', 'coll_spans', 'Divergence', 'divergence_of', 'run_diagnosis', 'divergence_window',
-           'plot_timeline', 'fig_png', 'run_scenario_id', 'scenario_figures', 'save_run_figures']
+           'plot_timeline', 'fig_png', 'run_scenario_id', 'scenario_figures', 'save_run_figures', 'load_runs',
+           'save_cluster_figures']
 
 # %% ../../nbs/50_plots.ipynb #404e603b
 def write_sample_run(run_dir: str | Path,  # directory to create (a run directory's layout)
@@ -474,6 +476,39 @@ def save_run_figures(run_dir: str | Path,  # a run directory
         from distlab.ui.memory_plots import plot_memory
         figs["memory"] = plot_memory(run_dir, culprits=culprits)
     figs |= scenario_figures(run_dir)
+    paths = []
+    for name, fig in figs.items():
+        p = out_dir / f"{prefix}-{name}.png"
+        p.write_bytes(fig_png(fig))
+        paths.append(p)
+    return paths
+
+# %% ../../nbs/50_plots.ipynb #b9f14121
+def load_runs(run_dirs: Sequence[str | Path],  # the run directories of one job, one per node
+              now: float | None = None,  # end time to use for a live run
+             ) -> RunEvents:
+    "Read the events of one job's run directories (one per node, each holding its own ranks) into one `RunEvents`."
+    runs = [load_run(d, now=now) for d in run_dirs]
+    if not runs: raise ValueError("load_runs needs at least one run directory (one per node)")
+    by_rank: dict[int, list[dict]] = {}
+    for run in runs:
+        for r, evs in run.by_rank.items():
+            if evs and r in by_rank: raise ValueError(f"rank {r} wrote events in two of {list(map(str, run_dirs))}: give the run directories of one job")
+            if evs: by_rank[r] = evs
+    nproc = max([r + 1 for r in by_rank] + [1])
+    return RunEvents(by_rank={r: by_rank.get(r, []) for r in range(nproc)},
+                     t0=min(r.t0 for r in runs), t_end=max(r.t_end for r in runs), nproc=nproc)
+
+def save_cluster_figures(run_dirs: Sequence[str | Path],  # the run directories of one job, one per node
+                         out_dir: str | Path,  # where to write the PNG files (created)
+                         prefix: str,  # file name prefix
+                         diagnosis_dir: str | Path | None = None,  # the run directory whose diagnosis speaks for the job (default: the first)
+                        ) -> list[Path]:
+    "Write the progress and timeline figures of a job that ran on several nodes, every rank in one figure; return their paths."
+    out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
+    run, d = load_runs(run_dirs), Path(diagnosis_dir or run_dirs[0])
+    diag, culprits = run_diagnosis(d), _culprits(d)
+    figs = {"progress": plot_progress(run, culprits=culprits), "timeline": plot_timeline(run, culprits=culprits, diagnosis=diag)}
     paths = []
     for name, fig in figs.items():
         p = out_dir / f"{prefix}-{name}.png"
