@@ -76,8 +76,8 @@ COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather
                "all_to_all", "all_to_all_single", "barrier", "monitored_barrier", "send", "recv", "isend", "irecv", "batch_isend_irecv")
 
 def call_lines(source: str) -> list[tuple[int, str]]:
-    "The lines of a script where a rank can meet the others: calls into torch.distributed, and backward passes (DDP's all-reduce)."
-    names = "|".join(COLLECTIVES)
+    "The lines of a script where a rank can meet the others: the rendezvous (`init_process_group`), collectives, and backward passes (DDP's all-reduce)."
+    names = "|".join(("init_process_group",) + COLLECTIVES)
     pat = re.compile(rf"\b(?:dist|torch\.distributed)\.(?:{names})\(|\.backward\(")
     return [(n, l.strip()) for n, l in enumerate(source.splitlines(), 1) if pat.search(l.split("#")[0])]
 
@@ -150,12 +150,16 @@ class Predict:
         "Grade the predictions against a broken run's outcome (`ScenarioOutcome.to_dict()`): {rank, line, kind} -> right?"
         d = outcome.get("diagnosis") or {}
         culprits = list(d.get("culprit_ranks") or [])
-        site = ((d.get("collective") or {}).get("culprit_site") or "")
+        here = [r for r in culprits if r < self.nproc]  # never-joined may name ranks the script asked for and nobody started
+        c = d.get("collective") or {}
+        # where the culprit parts from the others: the call it made instead (a mismatch), or the rendezvous nobody got through
+        site = c.get("culprit_site") or (c.get("site") if d.get("kind") == "never-joined" else None) or ""
         want_line = int(site.rsplit(":", 1)[1]) if site.rsplit(":", 1)[-1].isdigit() else None
-        got = {"rank": (self.rank.value in culprits) if culprits else self.rank.value == -1,
+        got = {"rank": (self.rank.value in here) if here else self.rank.value == -1,
                "line": self.line.value == want_line if want_line else self.line.value == -1,
                "kind": self.kind.value == (d.get("kind") or "none")}
-        truth = {"rank": ", ".join(f"rank {r}" for r in culprits) or "no rank",
+        never_started = f"no rank: the ranks it waits for ({', '.join(map(str, culprits))}) were never started"
+        truth = {"rank": ", ".join(f"rank {r}" for r in here) or (never_started if culprits else "no rank"),
                  "line": f"line {want_line}" if want_line else "no line",
                  "kind": KINDS.get(d.get("kind") or "none", d.get("kind"))}
         self.result.value = "<ul class='distlab-predict-grade'>" + "".join(

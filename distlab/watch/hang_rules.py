@@ -308,7 +308,8 @@ def _never_joined(tracks: dict[int, RankTrack], world_size: int, now: float, t_s
             "the others wait in init until their timeout.",
             "Read the error: 'address already in use' means another job holds MASTER_PORT (pick a free port or "
             "let torchrun choose with --rdzv-endpoint localhost:0); a connection refused or timeout means a wrong "
-            "MASTER_ADDR/port or a firewall: check that every node can open a TCP connection to MASTER_ADDR:MASTER_PORT.")
+            "MASTER_ADDR/port or a firewall: check that every node can open a TCP connection to MASTER_ADDR:MASTER_PORT.",
+            collective={"op": "init_process_group", "site": t.init.get("site")})
     hellos = [t.hello_t for t in tracks.values() if t.hello_t is not None]
     t_start = min(hellos) if hellos else t_start  # the clock runs from the first rank's arrival: slow starts hit all alike
     waiting = {r: t for r, t in tracks.items() if t.init and t.init.get("state") == "started"}
