@@ -152,15 +152,16 @@ class Predict:
         culprits = list(d.get("culprit_ranks") or [])
         here = [r for r in culprits if r < self.nproc]  # never-joined may name ranks the script asked for and nobody started
         c = d.get("collective") or {}
-        # where the culprit parts from the others: the call it made instead (a mismatch), or the rendezvous nobody got through
-        site = c.get("culprit_site") or (c.get("site") if d.get("kind") == "never-joined" else None) or ""
+        # where the culprit parts from the others: the call it made instead (a mismatch), else the call the others wait in
+        # and it never reaches (a stall, a crash, the rendezvous)
+        site = c.get("culprit_site") or c.get("site") or ""
         want_line = int(site.rsplit(":", 1)[1]) if site.rsplit(":", 1)[-1].isdigit() else None
         got = {"rank": (self.rank.value in here) if here else self.rank.value == -1,
                "line": self.line.value == want_line if want_line else self.line.value == -1,
                "kind": self.kind.value == (d.get("kind") or "none")}
         never_started = f"no rank: the ranks it waits for ({', '.join(map(str, culprits))}) were never started"
         truth = {"rank": ", ".join(f"rank {r}" for r in here) or (never_started if culprits else "no rank"),
-                 "line": f"line {want_line}" if want_line else "no line",
+                 "line": (f"line {want_line}" + ("" if c.get("culprit_site") else ", where the others wait for it")) if want_line else "no line",
                  "kind": KINDS.get(d.get("kind") or "none", d.get("kind"))}
         self.result.value = "<ul class='distlab-predict-grade'>" + "".join(
             f"<li>{'&#10004;' if ok else '&#10008;'} {k}: {'right' if ok else 'it was'} {html.escape(truth[k]) if not ok else ''}</li>"
