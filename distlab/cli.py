@@ -700,6 +700,13 @@ def _doctor_prometheus(a) -> int:
 
 
 # %% ../nbs/70_cli.ipynb #9bdfcbcb
+def _rank_echo(host, json_out: bool):
+    "`on_line` for a cluster's ranks: each line tagged `[host rankN]`; only a rank's stdout goes to stdout, and not under `--json`."
+    def echo(node, rank, stream, line):
+        to_stdout = rank is not None and stream == "stdout" and not json_out  # --json: stdout holds the one JSON object alone
+        print(f"[{host(node)}{'' if rank is None else f' rank{rank}'}] {line}", file=sys.stdout if to_stdout else sys.stderr, flush=True)
+    return echo
+
 def cmd_cluster(a) -> int:
     "`distlab cluster`: make the nodes, run the job (or the bench sweep) on them, remove them; exits as `distlab launch` does."
     from distlab.run.node_jobs import node_specs, launch_nodes, bench_nodes
@@ -715,8 +722,7 @@ def cmd_cluster(a) -> int:
     if a.bench and a.target: raise ValueError(f"--bench runs distlab bench's sweep, not {a.target}: drop one of them")
     if not a.bench and not a.target: raise ValueError("give your training script (distlab cluster [options] train.py), or --bench")
     hosts = [s.hostname or f"node{i}" for i, s in enumerate(specs)]
-    def echo(node, rank, stream, line):
-        print(f"[{hosts[node]}{'' if rank is None else f' rank{rank}'}] {line}", file=sys.stderr if rank is None or stream == "stderr" else sys.stdout, flush=True)
+    echo = _rank_echo(hosts.__getitem__, a.json)
     try:
         if a.bench:
             ops = ",".join(a.ops) if a.ops else "all_reduce"
@@ -774,8 +780,7 @@ def _cluster_fault(a) -> int:
     if a.hint is not None or a.try_file:
         from distlab.scenarios.node_tries import TRY_GRACE_S, fault_hint, try_fault
         if a.hint is not None: print(fault_hint(a.fault, a.hint)); return 0
-    def echo(node, rank, stream, line):
-        print(f"[node{node}{'' if rank is None else f' rank{rank}'}] {line}", file=sys.stderr if rank is None or stream == "stderr" else sys.stdout, flush=True)
+    echo = _rank_echo(lambda node: f"node{node}", a.json)
     if a.try_file:
         try: v = try_fault(a.fault, Path(a.try_file), runs_root=a.runs_root, timeout_s=a.timeout, on_line=echo,
                            grace_s=TRY_GRACE_S if a.grace is None else a.grace)

@@ -46,7 +46,7 @@ def test_another_correct_fix_passes_and_is_the_same_run(tries):
 def test_the_plain_script_is_refused_with_the_reason(tries):
     code, out, err = tries["plain"]
     assert code == 1, (code, err[-2000:])
-    got = json.loads(out.strip().splitlines()[-1])
+    got = json.loads(out)  # stdout is the JSON alone: the ranks' lines and the verdict are on stderr
     assert not got["passed"] and len(got["reasons"]) == 1, got
     waited = re.search(r"trained no step in the (\d+) s after node 1's link went down", got["reasons"][0])
     assert waited and PLAIN_GRACE_S <= int(waited[1]) < PLAIN_GRACE_S + 10 and "30 minutes" in got["reasons"][0], got  # stopped at --grace

@@ -48,12 +48,12 @@ def test_unmodified_ddp_script_on_two_nodes_with_one_command(tmp_path):
                                   "1.5", "--runs-root", str(tmp_path), "--json", str(SCRIPTS / "user_ddp_train.py"), "4"],
                        capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stderr[-3000:]
-    res = json.loads(p.stdout.strip().splitlines()[-1])
+    res = json.loads(p.stdout)  # stdout is the JSON alone: the ranks' lines are on stderr
     assert res["status"] == "ok" and res["left"] == {}, res
     done = {}  # global rank -> the node whose launcher ran it
-    for line in p.stdout.splitlines():
+    for line in p.stderr.splitlines():
         if m := re.fullmatch(r"\[(node\d) rank(\d)\] done (\d) .*", line): done[int(m[3])] = m[1]
-    assert sorted(done) == [0, 1, 2, 3], p.stdout
+    assert sorted(done) == [0, 1, 2, 3], p.stderr[-3000:]
     assert {frozenset(r for r, n in done.items() if n == h) for h in ("node0", "node1")} == {frozenset({0, 1}), frozenset({2, 3})}, done
     hosts = {json.loads(l)["host"] for n in res["nodes"] for f in Path(n["run_dir"], "events").glob("rank*.jsonl")
              for l in f.read_text().splitlines()[:1]}  # each rank's hello names the host it ran on
@@ -67,7 +67,7 @@ def test_bench_across_nodes_reads_the_shaped_link(tmp_path):
     p = subprocess.run(DISTLAB + ["cluster", "--bench", "--node-link-mbit", str(rate_mbit), "-b", "8M", "-e", "8M", "-n", "3", "-w", "1",
                                   "--runs-root", str(tmp_path), "--json"], capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stderr[-3000:]
-    res = json.loads(p.stdout.strip().splitlines()[-1])
+    res = json.loads(p.stdout)  # stdout is the JSON alone: the table is on stderr
     row = res["rows"][0]
     link_gbps = rate_mbit / 8 / 1000  # GB/s; for 2 ranks, all_reduce's busbw = algbw = the one link's rate
     assert row["wrong"] == 0 and 0.9 <= row["busbw_gbps"] / link_gbps <= 1.02, (row["busbw_gbps"], link_gbps)
