@@ -1,9 +1,10 @@
 """Emulated nodes on one machine (root): `distlab bench` across 2 nodes as a fraction of the kernel-shaped link's rate,
 and the slow-link scenario over a 1 Gbit/s tbf link, broken (float32) beside its fixes (bf16, accumulation), as
-seconds per sample and ratios; with --watch N, the cross-node watch's time to diagnosis (a mismatch and a deadlock
+seconds per sample and ratios; 2 nodes of 2 ranks with DDP's flat ring against summing inside each node first
+(hierarchical_hook) on each of --hierarchical's rates; with --watch N, the cross-node watch's time to diagnosis (a mismatch and a deadlock
 whose culprit runs on node 1, node 1's launcher killed, node 1's link down), N rounds of each, and the bytes a node
 sends per look. Needs a quiet machine for figures to quote.
-    python benchmarks/emulated_nodes.py [--rates 200,1000] [--no-slow-link] [--watch N] [--json OUT]"""
+    python benchmarks/emulated_nodes.py [--rates 200,1000] [--no-slow-link] [--hierarchical 1000,200] [--watch N] [--json OUT]"""
 import argparse, json, os, signal, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
 from distlab.run.nodes import NodeSpec, missing_privileges
@@ -14,6 +15,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rates", default="200,1000", help="link rates to bench, Mbit/s")
     ap.add_argument("--no-slow-link", action="store_true")
+    ap.add_argument("--hierarchical", default="1000,200", help="link rates (Mbit/s) for the flat ring against summing inside each node first, 2 ranks a node ('' for none)")
     ap.add_argument("--watch", type=int, default=0, help="rounds of the cross-node watch's time to diagnosis (0: none)")
     ap.add_argument("--json", default=None, help="write the figures here")
     a = ap.parse_args(argv)
@@ -37,6 +39,11 @@ def main(argv=None):
             print(f"  {v:17} {f['status']:4} {f['bytes_per_step']} B/step, {f['samples_per_step']} samples, step {f['step_s'] * 1e3:.1f} ms, "
                   f"{f['s_per_sample'] * 1e3:.2f} ms/sample, comm wait {f['comm_wait_s'] * 1e3:.1f} ms, "
                   f"speed-up per sample x{f.get('speedup_per_sample', float('nan')):.2f}")
+    for rate in [float(r) for r in a.hierarchical.split(",") if r]:  # summing inside each node first, 2 ranks a node
+        h = out.setdefault("hierarchical", {})[rate] = slow_link_on_nodes(("broken", "fixed-hierarchical"), nproc=2, link_mbit=rate, runs_root=root)
+        print(f"2 nodes x 2 ranks over {rate:g} Mbit/s (flat ring floor {h['fp32_link_floor_s'] * 1e3:.1f} ms/step): " +
+              ", ".join(f"{v} {h[v]['status']} step {h[v]['step_s'] * 1e3:.1f} ms x{h[v].get('speedup_per_sample', float('nan')):.2f}"
+                        for v in ("broken", "fixed-hierarchical")), flush=True)
     if a.json: open(a.json, "w").write(json.dumps(out, indent=1, default=str))
 
 SCRIPT = Path(__file__).resolve().parent.parent / "tests" / "scripts" / "cross_node_job.py"

@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     "The `distlab` argument parser."
     ap = argparse.ArgumentParser(prog="distlab", description="Reproduce, diagnose and fix distributed PyTorch failures.")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("list", help="list the scenarios"); p.add_argument("--json", action="store_true")
+    p = sub.add_parser("list", help="list the scenarios, node faults and monitoring faults, and how to run each"); p.add_argument("--json", action="store_true")
     p = sub.add_parser("run", help="run a scenario, broken or fixed, and check its expected outcome",
                        description="Runs the scenario on real ranks under the watch: exit 0 when it did what its variant "
                        "expects, 1 when not, 77 when this machine cannot run it (it needs root; one line says what).")
@@ -348,15 +348,45 @@ def _cluster_parser(sub):
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for your script")
 
 # %% ../nbs/70_cli.ipynb #53e6db65
+_FAULT_SECTIONS = {  # family -> the header of its section in `distlab list`
+    "cluster": "node faults, on 2 emulated nodes: distlab cluster --fault ID [--variant fixed] [--show], or distlab tour --only ID",
+    "monitoring": "monitoring faults, one 2-rank job watched by Prometheus and a Pushgateway: distlab tour --only ID"}
+
+def _fault_rows() -> list[dict]:
+    "The node and monitoring faults as `distlab list --json` gives them: id, title, family and the command that runs it."
+    from distlab.scenarios.on_nodes import NODE_FAULTS
+    from distlab.health.monitoring_faults import MONITORING_FAULTS
+    return ([{"id": f.id, "title": f.title, "family": "cluster", "run": f"distlab cluster --fault {f.id}"} for f in NODE_FAULTS.values()]
+            + [{"id": f.id, "title": f.title, "family": "monitoring", "run": f"distlab tour --only {f.id}"} for f in MONITORING_FAULTS.values()])
+
+def _needs(family: str) -> str | None:
+    "What this machine lacks to run a family of faults, in a few words; None when it has it all."
+    if family == "monitoring":
+        from distlab.health.monitoring_faults import SERVERS, server_binary
+        gone = [exe for name, exe in SERVERS.items() if server_binary(name) is None]
+        return f"needs {', '.join(gone)}" if gone else None
+    from distlab.run.nodes import missing_privileges
+    if (why := missing_privileges()) is None: return None
+    # root is the usual lack; as root (a container without the capabilities, no `ip`) the full line says what else
+    return "needs root" if sys.platform.startswith("linux") and os.geteuid() != 0 else why
+
 def cmd_list(a) -> int:
+    "`distlab list`: the catalogue's scenarios, then the node faults and the monitoring faults with how to run them."
     from distlab.scenarios import SCENARIOS
     rows = [{"id": s.id, "title": s.title, "family": s.family, "seeds": list(s.seeds), "symptom": s.symptom,
              "variants": {n: {"description": v.description, "expected_status": v.expect.status,
                               "expected_diagnosis": v.expect.kind} for n, v in s.variants.items()}}
             for s in SCENARIOS.values()]
-    if a.json: print(json.dumps(rows, indent=1)); return 0
-    w = max(len(r["id"]) for r in rows)
-    for r in rows: print(f"{r['id']:<{w}}  [{r['family']}]  {r['title']}")
+    faults = _fault_rows()
+    if a.json: print(json.dumps(rows + faults, indent=1)); return 0
+    w = max(len(r["id"]) for r in rows + faults)
+    line = lambda r: f"{r['id']:<{w}}  [{r['family']}]  {r['title']}"
+    for r in rows: print(line(r))
+    for family, header in _FAULT_SECTIONS.items():
+        needs = _needs(family)
+        print(f"\n{header}" + (f" ({needs})" if needs else ""))
+        for r in faults:
+            if r["family"] == family: print(line(r))
     return 0
 
 # %% ../nbs/70_cli.ipynb #a9b15432

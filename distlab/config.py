@@ -461,7 +461,7 @@ class DataConfig:
 # %% ../nbs/00_config.ipynb #c08716ca
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("sgd", "adamw")
-COMM_HOOKS = ("allreduce", "fp16_compress", "bf16_compress", "powersgd")
+COMM_HOOKS = ("allreduce", "fp16_compress", "bf16_compress", "powersgd", "hierarchical")
 PROFILE_MODES = ("light", "buckets")  # StepProfiler's ways of timing DDP's communication (distlab.rank.profile)
 
 @dataclass(kw_only=True)

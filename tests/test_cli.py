@@ -11,13 +11,17 @@ DISTLAB = [str(_EXE)] if _EXE.exists() else [sys.executable, "-m", "distlab.cli"
 def distlab(*args, cwd, timeout=300):
     return subprocess.run(DISTLAB + [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
-def test_list_names_every_scenario(tmp_path):
+def test_list_names_every_scenario_and_fault(tmp_path):
     p = distlab("list", "--json", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     rows = json.loads(p.stdout)
-    ids = [r["id"] for r in rows]
-    assert "uneven-batches" in ids
-    assert all(r["variants"]["broken"]["expected_status"] and r["symptom"] for r in rows)
+    catalogue = [r for r in rows if r["family"] not in ("cluster", "monitoring")]
+    assert "uneven-batches" in [r["id"] for r in catalogue]
+    assert all(r["variants"]["broken"]["expected_status"] and r["symptom"] for r in catalogue)
+    runs = {r["id"]: r["run"] for r in rows if r["family"] in ("cluster", "monitoring")}
+    assert runs["node-mtu"] == "distlab cluster --fault node-mtu" and runs["scrape-wrong-port"] == "distlab tour --only scrape-wrong-port"
+    text = distlab("list", cwd=tmp_path).stdout
+    assert "\nnode faults, on 2 emulated nodes: distlab cluster --fault ID" in text and "\npushgateway-stale " in text, text
 
 @pytest.mark.slow
 def test_uneven_batches_broken_is_diagnosed_as_a_hang_and_stopped(tmp_path):

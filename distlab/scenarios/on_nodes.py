@@ -13,13 +13,13 @@ from ..run.nodes import CGROUP_ROOT, EmulatedCluster, NodeSpec, missing_privileg
 from ..run.node_jobs import ClusterRun, launch_nodes
 
 # %% auto #0
-__all__ = ['SLOW_LINK_MBIT', 'RDZV_PORT', 'JUMBO_MTU', 'LOSS_P', 'STRAGGLER_QUOTA', 'NODE_SHARES', 'STRAGGLER_PERIOD_US',
-           'MISSING_IFNAME', 'ELASTIC_RESTARTS', 'ELASTIC_LAST_CALL_S', 'ELASTIC_COLLECTIVE_S', 'ELASTIC_STEPS',
-           'NODE_FAULTS', 'LOSS_LINE', 'RESUMED_LINE', 'scenario_on_nodes', 'slow_link_on_nodes', 'firewall_commands',
-           'loopback_hosts_text', 'link_down_command', 'one_frame_per_packet', 'switch_mtu_commands', 'loss_commands',
-           'extra_interface_commands', 'fault_specs', 'fault_setup', 'NodeFault', 'start_fault', 'fault_result',
-           'fault_on_nodes', 'elastic_resume', 'reference_from', 'step_table', 'step_summary', 'straggler_across',
-           'show_fault']
+__all__ = ['SLOW_LINK_MBIT', 'ACROSS_NODES_VARIANTS', 'RDZV_PORT', 'JUMBO_MTU', 'LOSS_P', 'STRAGGLER_QUOTA', 'NODE_SHARES',
+           'STRAGGLER_PERIOD_US', 'MISSING_IFNAME', 'ELASTIC_RESTARTS', 'ELASTIC_LAST_CALL_S', 'ELASTIC_COLLECTIVE_S',
+           'ELASTIC_STEPS', 'NODE_FAULTS', 'LOSS_LINE', 'RESUMED_LINE', 'scenario_on_nodes', 'slow_link_on_nodes',
+           'firewall_commands', 'loopback_hosts_text', 'link_down_command', 'one_frame_per_packet',
+           'switch_mtu_commands', 'loss_commands', 'extra_interface_commands', 'fault_specs', 'fault_setup',
+           'NodeFault', 'start_fault', 'fault_result', 'fault_on_nodes', 'elastic_resume', 'reference_from',
+           'step_table', 'step_summary', 'straggler_across', 'show_fault']
 
 # %% ../../nbs/11b_node_scenarios.ipynb #0ad50740
 def scenario_on_nodes(id: str,  # a registered scenario with a rank function (not a script)
@@ -27,6 +27,7 @@ def scenario_on_nodes(id: str,  # a registered scenario with a rank function (no
                       *, nnodes: int = 2, nproc: int = 1,  # nodes, ranks per node
                       node: NodeSpec | None = None, nodes: Sequence[NodeSpec] | None = None,  # the nodes' limits
                       params: dict | None = None,  # replace some of the variant's params (e.g. link=False)
+                      name: str | None = None,  # the run's name (default: ID-VARIANT)
                       **kw,  # launch_nodes' own: runs_root, timeout_s, on_line, watch, ...
                      ) -> ClusterRun:
     "Start scenario `id` in `variant` with its ranks spread over emulated nodes, one distlab launcher per node, as `distlab run` starts it on one."
@@ -40,22 +41,31 @@ def scenario_on_nodes(id: str,  # a registered scenario with a rank function (no
     spec = worker_spec(id, variant, s.rank_fn, {**v.params, **(params or {})}, cfg.to_dict())
     kw.setdefault("timeout_s", s.timeout_s * 2)  # a node's startup adds its own agent to torchrun's
     return launch_nodes("distlab.rank.worker", [spec], module=True, nnodes=nnodes, nproc=nproc, node=node, nodes=nodes,
-                        env={FAST_EXIT_ENV: "1"}, name=f"{id}-{variant}", **kw)
+                        env={FAST_EXIT_ENV: "1"}, name=name or f"{id}-{variant}", **kw)
 
 # %% ../../nbs/11b_node_scenarios.ipynb #f9ffc9a0
 SLOW_LINK_MBIT = 1000  # the guides' home cluster: 1 Gbit/s between the nodes
 
-def slow_link_on_nodes(variants: Sequence[str] = ("broken", "fixed"),  # slow-link variants: broken, fixed (bf16), fixed-accumulate
+ACROSS_NODES_VARIANTS = {  # slow-link fixes that only exist where there are nodes: the broken script with another comm hook
+    "fixed-hierarchical": {"trainer": {"comm_hook": "hierarchical"}},  # sum inside each node, then one rank per node on the link
+}
+
+def slow_link_on_nodes(variants: Sequence[str] = ("broken", "fixed"),  # slow-link variants (broken, fixed: bf16, fixed-accumulate), or fixed-hierarchical
                        *, link_mbit: float = SLOW_LINK_MBIT,  # each node's link rate, Mbit/s
+                       nproc: int = 1,  # ranks per node (fixed-hierarchical needs 2 or more)
                        runs_root: str | Path | None = None, on_line: Callable | None = None) -> dict:
     "Run `slow-link`'s variants on 2 nodes joined by a kernel-shaped link (the comm hook's emulation off); per variant: status, bytes and seconds per step and per sample (the slowest node's medians), and its speed-up over broken."
+    if "fixed-hierarchical" in variants and nproc < 2:
+        raise ValueError(f"fixed-hierarchical sums inside each node first: give nproc=2 or more ranks per node (nproc={nproc})")
     from distlab.scenarios.communication import step_figures, ring_allreduce_link_s, _model_bytes_fp32
     fp32 = _model_bytes_fp32("slow-link")
     out = {"link_mbit": link_mbit, "fp32_grad_bytes": fp32,
-           "fp32_link_floor_s": ring_allreduce_link_s(fp32, 2, link_mbit * 1e6 / 8)}  # the least time float32 gradients take on that link
+           "fp32_link_floor_s": ring_allreduce_link_s(fp32, 2 * nproc, link_mbit * 1e6 / 8),  # the least a flat ring over every rank needs on that link
+           "nproc": nproc}
     for v in variants:
-        res = scenario_on_nodes("slow-link", v, node=NodeSpec(link_mbit=link_mbit), params={"link": False}, backend="gloo",
-                                runs_root=runs_root, on_line=on_line).wait()  # gloo: the link is the nodes' TCP, as on CPUs
+        listed, extra = ("broken", ACROSS_NODES_VARIANTS[v]) if v in ACROSS_NODES_VARIANTS else (v, {})
+        res = scenario_on_nodes("slow-link", listed, nproc=nproc, node=NodeSpec(link_mbit=link_mbit), params={"link": False, **extra},
+                                name=f"slow-link-{v}", backend="gloo", runs_root=runs_root, on_line=on_line).wait()  # gloo: the link is the nodes' TCP
         figs = [step_figures(n["run_dir"]) for n in res.nodes if n.get("run_dir")] if res.status == "ok" else []
         slowest = max(figs, key=lambda f: f["step_s"]) if figs else {}
         out[v] = {"status": res.status, "cluster_dir": res.cluster_dir, "left": res.left,

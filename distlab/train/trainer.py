@@ -4,7 +4,7 @@
 
 # %% ../../nbs/07_trainer.ipynb #8b9b4a08
 from __future__ import annotations
-import contextlib, random, time
+import contextlib, os, random, time
 from dataclasses import replace
 import numpy as np
 import torch
@@ -19,8 +19,8 @@ from ..rank.events import emit
 from ..rank.profile import StepProfiler, DEFAULT_MODE, register_hook_as_is
 
 # %% auto #0
-__all__ = ['seed_everything', 'rng_state', 'set_rng_state', 'model_blocks', 'warmup_factor', 'comm_hook', 'RecordingSampler',
-           'Trainer', 'DDPTrainer', 'trainer_from_context']
+__all__ = ['seed_everything', 'rng_state', 'set_rng_state', 'model_blocks', 'warmup_factor', 'comm_hook', 'NodeGroups',
+           'hierarchical_hook', 'RecordingSampler', 'Trainer', 'DDPTrainer', 'trainer_from_context']
 
 # %% ../../nbs/07_trainer.ipynb #4c527c5e
 def seed_everything(seed: int) -> None:
@@ -58,9 +58,36 @@ def comm_hook(name: str | None, backend: str):
     if name == "powersgd":
         if backend != "nccl": raise ValueError(f"comm_hook='powersgd' needs NCCL (this rank runs {backend}): use 'bf16_compress' on gloo")
         return powerSGD_hook.powerSGD_hook, lambda pg: powerSGD_hook.PowerSGDState(process_group=pg, matrix_approximation_rank=1, start_powerSGD_iter=2)
+    if name == "hierarchical": return hierarchical_hook, NodeGroups
     hook = {"allreduce": default_hooks.allreduce_hook, "fp16_compress": default_hooks.fp16_compress_hook,
             "bf16_compress": default_hooks.bf16_compress_hook}[name]
     return hook, lambda pg: pg
+
+# %% ../../nbs/07_trainer.ipynb #1124ad5a
+class NodeGroups:
+    "The groups of an all-reduce that sums inside each node first: this rank's node, and the nodes' first ranks."
+    def __init__(self, pg=None):  # pg: DDP's process group (the world); every rank makes every group, in one order
+        world, rank = dist.get_world_size(pg), dist.get_rank(pg)
+        per = int(os.environ.get("LOCAL_WORLD_SIZE", world))  # torchrun: this node's ranks
+        if per < 1 or world % per:
+            raise ValueError(f"LOCAL_WORLD_SIZE={per} does not divide the world size {world}: give every node the same ranks")
+        nodes = [list(range(first, first + per)) for first in range(0, world, per)]
+        for ranks in nodes:
+            g = dist.new_group(ranks)
+            if rank in ranks: self.node = g
+        self.leaders = dist.new_group([ranks[0] for ranks in nodes])
+        self.world, self.leader = world, rank - rank % per
+        self.nnodes, self.is_leader = len(nodes), rank == self.leader
+
+def hierarchical_hook(state: NodeGroups, bucket):  # no annotations: DDP checks them, and this module's are strings
+    "DDP comm hook: sum the bucket on the node's first rank, all-reduce it between the nodes' first ranks, hand it back inside the node, average."
+    t = bucket.buffer()
+    dist.reduce(t, dst=state.leader, group=state.node)
+    if state.is_leader and state.nnodes > 1: dist.all_reduce(t, group=state.leaders)
+    dist.broadcast(t, src=state.leader, group=state.node)
+    fut = torch.futures.Future()
+    fut.set_result(t.div_(state.world))
+    return fut
 
 # %% ../../nbs/07_trainer.ipynb #e51ae8ae
 class RecordingSampler(Sampler):
