@@ -19,8 +19,8 @@ from ..watch.analysis import RankTrack, tracks_from_events, rank_steps, rank_sta
 # %% auto #0
 __all__ = ['SCENARIO_FIGURES', 'write_sample_run', 'RunEvents', 'load_run', 'events_to_run', 'progress_window', 'plot_progress',
            'CollSpan', 'coll_spans', 'Divergence', 'divergence_of', 'run_diagnosis', 'divergence_window',
-           'plot_timeline', 'fig_png', 'run_scenario_id', 'scenario_figures', 'save_run_figures', 'load_runs',
-           'save_cluster_figures']
+           'plot_timeline', 'fig_png', 'run_scenario_id', 'scenario_figures', 'save_run_figures', 'write_figures',
+           'load_runs', 'save_cluster_figures']
 
 # %% ../../nbs/50_plots.ipynb #404e603b
 def write_sample_run(run_dir: str | Path,  # directory to create (a run directory's layout)
@@ -476,11 +476,12 @@ def save_run_figures(run_dir: str | Path,  # a run directory
         from distlab.ui.memory_plots import plot_memory
         figs["memory"] = plot_memory(run_dir, culprits=culprits)
     figs |= scenario_figures(run_dir)
-    paths = []
-    for name, fig in figs.items():
-        p = out_dir / f"{prefix}-{name}.png"
-        p.write_bytes(fig_png(fig))
-        paths.append(p)
+    return write_figures(figs, out_dir, prefix)
+
+def write_figures(figs: dict[str, Figure], out_dir: Path, prefix: str) -> list[Path]:
+    "Each figure as `out_dir/prefix-name.png`; their paths."
+    paths = [out_dir / f"{prefix}-{name}.png" for name in figs]
+    for p, fig in zip(paths, figs.values()): p.write_bytes(fig_png(fig))
     return paths
 
 # %% ../../nbs/50_plots.ipynb #b9f14121
@@ -509,9 +510,4 @@ def save_cluster_figures(run_dirs: Sequence[str | Path],  # the run directories 
     run, d = load_runs(run_dirs), Path(diagnosis_dir or run_dirs[0])
     diag, culprits = run_diagnosis(d), _culprits(d)
     figs = {"progress": plot_progress(run, culprits=culprits), "timeline": plot_timeline(run, culprits=culprits, diagnosis=diag)}
-    paths = []
-    for name, fig in figs.items():
-        p = out_dir / f"{prefix}-{name}.png"
-        p.write_bytes(fig_png(fig))
-        paths.append(p)
-    return paths
+    return write_figures(figs, out_dir, prefix)
