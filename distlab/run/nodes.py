@@ -307,8 +307,11 @@ class EmulatedCluster:
 
     @property
     def hosts_text(self) -> str:
-        "Every node's hosts file: localhost, then each node's name at its address."
-        return "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n" + "".join(f"{n.addr}\t{n.hostname}\n" for n in self.nodes)
+        "Every node's hosts file: localhost, then each node's name at its address, and at that address as an IPv6 socket sees it."
+        # c10d's store listens on IPv6 and names each peer by ::ffff:198.18.0.x; a real cluster's DNS answers that reverse
+        # lookup, a namespace has no DNS, so the mapped form is listed too (after the IPv4 lines: a name still resolves IPv4 first)
+        return ("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n" + "".join(f"{n.addr}\t{n.hostname}\n" for n in self.nodes)
+                + "".join(f"::ffff:{n.addr}\t{n.hostname}\n" for n in self.nodes))
 
 # %% ../../nbs/11_nodes.ipynb #4e1c9ebb
 def create(self: EmulatedCluster) -> EmulatedCluster:
