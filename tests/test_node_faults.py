@@ -122,3 +122,24 @@ def test_the_tour_runs_the_node_faults_broken_and_fixed(tmp_path):
         assert names == ["progress.png", "timeline.png"] and all(Path(p).read_bytes()[:4] == b"\x89PNG" for p in r["plots"]), r["plots"]
         token = r["run_dir"].rsplit("-", 1)[-1]
         assert not any(leftovers(token).values()), leftovers(token)
+
+
+def test_the_doctor_finds_the_jumbo_frame_hole_before_the_job():
+    "`distlab doctor` on node 1, MASTER_ADDR=node0: the path-mtu check fails where the switch is at 1500 under 9000-byte nodes, passes end to end."
+    import subprocess, sys
+    from distlab.run.nodes import EmulatedCluster, NodeSpec
+    from distlab.scenarios.on_nodes import JUMBO_MTU, fault_setup
+    seen = {}
+    for variant in ("broken", "fixed"):
+        with EmulatedCluster([NodeSpec(mtu=JUMBO_MTU), NodeSpec(mtu=JUMBO_MTU)]) as c:
+            for cmd in fault_setup(c, "node-mtu", variant)[0]:
+                if not cmd[0].startswith("#"): subprocess.run(cmd, check=True)
+            p = c.popen(1, ["env", "MASTER_ADDR=node0", sys.executable, "-m", "distlab.cli", "doctor", "--no-gpu"], stdout=subprocess.PIPE, text=True)
+            out = p.communicate(timeout=120)[0]
+            seen[variant] = (p.returncode, [l for l in out.splitlines() if l.split()[1:2] == ["path-mtu"]])
+            token = c.token
+        assert not any(leftovers(token).values()), leftovers(token)
+    code, lines = seen["broken"]
+    assert code == 1 and lines and lines[0].startswith("FAIL") and f"frames of {JUMBO_MTU} bytes" in lines[0] and "1500-byte ones do" in lines[0], seen
+    code, lines = seen["fixed"]
+    assert lines and lines[0].startswith("OK") and "reach 198.18.0.1 whole" in lines[0], seen

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/80a_env_checks.ipynb #fe519f6b
 from __future__ import annotations
-import difflib, errno, os, resource, socket, threading
+import difflib, errno, os, resource, select, socket, struct, threading, time
 from pathlib import Path
 from ..config import cores_available, threads_per_rank
 from .doctor import Check, OK_FIX
@@ -12,10 +12,11 @@ from ..rank.node_facts import software_versions, NODE_ENV_PREFIXES
 
 # %% auto #0
 __all__ = ['NCCL_VARIABLES', 'GLOO_VARIABLES', 'TORCH_DIST_VARIABLES', 'KNOWN_VARIABLES', 'CHECKED_PREFIXES', 'FOLKLORE',
-           'IMAGE_NAMES', 'IMAGE_PREFIXES', 'IMAGE_SHOWN', 'RESOLVE_TIMEOUT_S', 'SHM_MARGIN', 'interfaces',
-           'ifname_check', 'value_checks', 'image_variable', 'image_check', 'environment_checks', 'resolve',
-           'port_holder', 'port_free', 'hostname_check', 'rendezvous_checks', 'shm_needed_bytes', 'shm_check',
-           'open_files_check', 'threads_check', 'version_checks']
+           'IMAGE_NAMES', 'IMAGE_PREFIXES', 'IMAGE_SHOWN', 'RESOLVE_TIMEOUT_S', 'IP_MTU', 'IP_MTU_DISCOVER',
+           'IP_PMTUDISC_DO', 'ECHO_TIMEOUT_S', 'SHM_MARGIN', 'interfaces', 'ifname_check', 'value_checks',
+           'image_variable', 'image_check', 'environment_checks', 'resolve', 'port_holder', 'port_free',
+           'hostname_check', 'rendezvous_checks', 'route_mtu', 'echo_reaches', 'path_mtu_check', 'shm_needed_bytes',
+           'shm_check', 'open_files_check', 'threads_check', 'version_checks']
 
 # %% ../../nbs/80a_env_checks.ipynb #43562839
 NCCL_VARIABLES = set("""SOCKET_IFNAME SOCKET_FAMILY SOCKET_RETRY_CNT SOCKET_RETRY_SLEEP_MSEC SOCKET_NTHREADS NSOCKS_PERTHREAD
@@ -218,7 +219,7 @@ def resolve(host: str, timeout_s: float = RESOLVE_TIMEOUT_S) -> list[str] | None
     "The addresses of `host`, or None when it does not resolve within `timeout_s`."
     out = {}
     def go():
-        try: out["a"] = sorted({ai[4][0] for ai in socket.getaddrinfo(host, None)})
+        try: out["a"] = sorted({ai[4][0].removeprefix("::ffff:") for ai in socket.getaddrinfo(host, None)})  # ::ffff:a.b.c.d is a.b.c.d
         except OSError as e: out["e"] = e
     t = threading.Thread(target=go, daemon=True); t.start(); t.join(timeout_s)
     return out.get("a")
@@ -273,6 +274,7 @@ def rendezvous_checks(env: dict) -> list[Check]:
                          "DNS / /etc/hosts on every node; with torchrun, --rdzv-endpoint HOST:PORT"))
     if addrs and not set(addrs) & _local_addresses() and addr not in ("localhost", socket.gethostname()):
         out.append(hostname_check(env))  # the master is another machine: this node's own name must reach it back
+        out.append(path_mtu_check(addrs[0]))  # and the frames this node's interface sends must reach it whole
     if not port:
         out.append(Check("master-port", "ok", "MASTER_PORT unset: torchrun picks one (--standalone) or takes --master-port", OK_FIX))
         return out
@@ -289,6 +291,59 @@ def rendezvous_checks(env: dict) -> list[Check]:
                          "and ranks would join a stranger's rendezvous or fail with 'address already in use'",
                          "pick another port (--master-port), let torchrun choose (--standalone), or stop the process holding it"))
     return out
+
+# %% ../../nbs/80a_env_checks.ipynb #435b0ade
+IP_MTU, IP_MTU_DISCOVER, IP_PMTUDISC_DO = 14, 10, 2  # Linux <netinet/in.h>: the route's MTU, and "don't fragment" on a socket
+ECHO_TIMEOUT_S = 1.0
+
+def route_mtu(addr: str) -> int:
+    "The MTU of this machine's route toward IPv4 `addr` (its interface's, or the route's own)."
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((addr, 9))  # a UDP connect sends nothing: it only picks the route
+        return s.getsockopt(socket.IPPROTO_IP, IP_MTU)
+
+def _icmp_checksum(b: bytes) -> int:
+    if len(b) % 2: b += b"\0"
+    s = sum(struct.unpack(f"!{len(b) // 2}H", b)); s = (s >> 16) + (s & 0xFFFF)
+    return ~(s + (s >> 16)) & 0xFFFF
+
+def echo_reaches(addr: str, size: int, timeout_s: float = ECHO_TIMEOUT_S) -> bool | None:
+    "Whether an ICMP echo of `size` bytes (IP packet), sent with don't-fragment, is answered by `addr`; None when this process may not send ICMP."
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_RAW):  # a ping socket where ping_group_range allows, else raw (root)
+        try: s = socket.socket(socket.AF_INET, kind, socket.IPPROTO_ICMP); break
+        except PermissionError: continue
+    else: return None
+    with s:
+        s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
+        seq, payload = size & 0xFFFF, b"\xa5" * (size - 28)  # 20 bytes of IP header, 8 of ICMP
+        head = struct.pack("!BBHHH", 8, 0, 0, os.getpid() & 0xFFFF, seq)
+        try: s.sendto(head[:2] + struct.pack("!H", _icmp_checksum(head + payload)) + head[4:] + payload, (addr, 0))
+        except OSError: return False  # EMSGSIZE: larger than this machine's own route allows
+        end = time.monotonic() + timeout_s
+        while (left := end - time.monotonic()) > 0 and select.select([s], [], [], left)[0]:
+            data, (src, _) = s.recvfrom(65535)
+            if kind == socket.SOCK_RAW: data = data[(data[0] & 0xF) * 4:]  # a raw socket hands over the IP header too
+            if src == addr and data[:1] == b"\0" and struct.unpack("!H", data[6:8])[0] == seq: return True  # echo reply
+        return False
+
+def path_mtu_check(addr: str, mtu: int | None = None, probe=echo_reaches) -> Check:
+    "Frames of this node's MTU reach `addr` (the master) whole: jumbo frames set on the nodes and on every hop between."
+    try: mtu = mtu or route_mtu(addr)
+    except OSError as e: return Check("path-mtu", "warn", f"no route toward {addr}: {e}", "check the address and this node's routes (ip route get ADDR)")
+    if mtu <= 1500: return Check("path-mtu", "ok", f"MTU {mtu} toward {addr}: standard frames, nothing to check", OK_FIX)
+    small, big = probe(addr, 1500), probe(addr, mtu)
+    if small is None:
+        return Check("path-mtu", "ok", f"MTU {mtu} toward {addr}; the path was not probed: sending ICMP needs root or "
+                     "net.ipv4.ping_group_range", "run `distlab doctor` as root on each node to probe it")
+    if not small:
+        return Check("path-mtu", "warn", f"{addr} answers no ICMP echo (a firewall?), so the path's MTU {mtu} is not checked",
+                     "let ICMP through between the nodes: path MTU discovery needs it too")
+    if not big:
+        return Check("path-mtu", "fail", f"frames of {mtu} bytes (this node's MTU) do not reach {addr}, 1500-byte ones do: a hop "
+                     "between (a switch port, a tunnel) has a smaller MTU and drops them without a word, so small messages pass "
+                     "and the first large collective stalls", f"set MTU {mtu} on every interface and switch port between the nodes, "
+                     "or the same smaller MTU on the nodes (ip link set DEV mtu 1500)")
+    return Check("path-mtu", "ok", f"frames of {mtu} bytes reach {addr} whole", OK_FIX)
 
 # %% ../../nbs/80a_env_checks.ipynb #bb72bfd1
 SHM_MARGIN = 2.0  # recommend this many times the estimate: the collate step and pinned copies need room too

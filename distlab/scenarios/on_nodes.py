@@ -251,7 +251,10 @@ NODE_FAULTS = {f.id: f for f in [
                           "that looks for the rank that never came has no one to name, or blames rank 1 for never reaching the "
                           "all-reduce. distlab's `network-stall` rule (`distlab.watch.network_rules`) looks at the collective "
                           "every rank entered and names it once it has waited the stall threshold after the last rank arrived: "
-                          "the call, its size, the ranks still inside it and their nodes.",
+                          "the call, its size, the ranks still inside it and their nodes. Before any job, `distlab doctor` on "
+                          "a node (with MASTER_ADDR set to the master) asks the path itself: a don't-fragment ICMP echo of "
+                          f"the full {JUMBO_MTU} bytes toward the master goes unanswered while a 1500-byte one comes back "
+                          "(its `path-mtu` check fails).",
               broken=f"both nodes' eth0 at MTU {JUMBO_MTU}; the switch's ports at 1500",
               fixed=f"the switch's ports at {JUMBO_MTU} too: jumbo frames end to end (the nodes back at 1500 works as well)"),
     NodeFault(id="node-lossy-link", title="A lossy link: one node drops some of its packets", kind="slow-network", steps=40,
