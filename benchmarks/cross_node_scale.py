@@ -1,6 +1,7 @@
 """The watch across nodes at scale, by simulation: synthetic event streams of 64, 256 and 1024 ranks (8 a node), shaped
-from a recorded rank's events (recordings/init-port-taken/fixed: hello, init, DDP's first collectives, its backward's
-all-reduce, step and health events), renumbered and re-timed. Node 0 is a real `CrossNodeWatcher` hub reading its own
+from a recorded rank's events (tests/fixtures/recorded/trainer-rank0: rank 0 of a 2-rank job training through
+distlab's DDPTrainer, with its step-count check: hello, init, DDP's first collectives, its backward's all-reduce,
+step and health events), renumbered and re-timed. Node 0 is a real `CrossNodeWatcher` hub reading its own
 ranks' event files; every other node's ranks are `RankTrack`s fed the same streams, sent each look as the launcher
 sends them (`node_message` through a `WireEncoder`) and taken by the hub as its server thread takes them (`json.loads`,
 `Hub.take`, `WireDecoder`); the clock is simulated, a look every `LOOK_S` (0.2 s), no sockets. Per scale: the hub's
@@ -19,7 +20,7 @@ from distlab.watch.analysis import RankTrack
 from distlab.watch.cross_node import CrossNodeWatcher, WireEncoder, WireDecoder, node_message, LOOK_S
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORDED = ROOT / "recordings" / "init-port-taken" / "fixed" / "events" / "rank0.jsonl"
+RECORDED = ROOT / "tests" / "fixtures" / "recorded" / "trainer-rank0" / "rank0.jsonl"  # kept as it was: recordings/ are remade
 
 def template(path: Path = RECORDED) -> dict:
     "The shapes of a recorded rank's events: hello, init, the collectives before its loop, its DDP backward's all-reduce, a step, a health sample."
