@@ -11,7 +11,7 @@ from .rules import Context, register_rule, PENDING
 from .steps import WARMUP_STEPS
 
 # %% auto #0
-__all__ = ['ITEM_BYTES', 'TRANSIT_MIN_BPS', 'NETWORK_STALL_WHY', 'NETWORK_STALL_FIX', 'SLOW_TAIL_S', 'TAIL_RATIO',
+__all__ = ['ITEM_BYTES', 'TRANSIT_MIN_BPS', 'TCP_RESEND_S', 'NETWORK_STALL_WHY', 'NETWORK_STALL_FIX', 'SLOW_TAIL_S', 'TAIL_RATIO',
            'MAX_LATE_SHARE', 'SLOW_NETWORK_MIN', 'LIVE_WINDOW', 'LIVE_RECORDS', 'SLOW_NETWORK_WHY', 'SLOW_NETWORK_FIX',
            'payload_bytes', 'find_in_transit', 'network_stall_diagnosis', 'network_stall', 'wire_table',
            'slow_network_figures', 'is_slow_network', 'slow_network_diagnosis', 'slow_network']
@@ -33,6 +33,8 @@ def _size(nbytes: int) -> str:
 
 # %% ../../nbs/28b_network_rules.ipynb #975839c9
 TRANSIT_MIN_BPS = 12.5e6  # bytes per second (100 Mbit/s): a collective's payload may take this long, on top of the stall threshold
+TCP_RESEND_S = 6.2  # Linux resends a lost segment 0.2, 0.6, 1.4, 3.0 and 6.2 s after (its timer starts at 200 ms and doubles):
+# a lossy link that drops one segment four times over still delivers it by then; a path that drops it every time never does
 
 def _entered(tracks: dict[int, RankTrack], m: int, g: str, s: int) -> dict | None:
     "Rank `m`'s record of collective (`g`, `s`); {} when it went past it and the record is no longer kept; None when it never entered it."
@@ -60,7 +62,7 @@ def find_in_transit(tracks: dict[int, RankTrack], world_size: int, now: float, s
         waiting = sorted(m for m, rec in recs.items() if rec and rec.get("state") == "started")
         yield_ = {"group": g, "seq": s, "op": cur.get("op"), "site": cur.get("site"), "code": cur.get("code"), "bytes": nbytes,
                   "waiting": waiting, "done_by": sorted(m for m in members if m not in waiting), "arrived_t": arrived,
-                  "waited_s": round(now - arrived, 2), "allowed_s": round(stall_after_s + nbytes / TRANSIT_MIN_BPS, 2),
+                  "waited_s": round(now - arrived, 2), "allowed_s": round(max(stall_after_s, TCP_RESEND_S) + nbytes / TRANSIT_MIN_BPS, 2),
                   "init_ok": all((tracks[m].init or {}).get("state") == "completed" for m in members),
                   "hosts": {m: tracks[m].host for m in members}}
         return yield_
