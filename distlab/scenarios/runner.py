@@ -130,7 +130,7 @@ def start_scenario(id: str, variant: str = "broken", *, nproc: int | None = None
     return run
 
 def _then(undo, on_exit):
-    "An on_exit that undoes a scenario's setup first, then calls `on_exit`."
+    "An on_exit that first undoes what a scenario made around the run (its setup, its limits), then calls `on_exit`."
     def undo_then(result):
         undo()
         if on_exit is not None: on_exit(result)
@@ -143,10 +143,7 @@ def _make_limits(s: Scenario, nproc: int, opts: dict, on_exit):
     if why := missing_privileges(limits): raise NotRunnable(f"not run: {why}")  # made between the check and here (a remount, say)
     applied = apply_limits(limits, nproc)
     opts["env"].update(applied.env)
-    def release_then(result):
-        applied.release()
-        if on_exit is not None: on_exit(result)
-    return applied, release_then
+    return applied, _then(applied.release, on_exit)
 
 def run_scenario(id: str, variant: str = "broken", *, nproc: int | None = None, **kw) -> ScenarioOutcome:
     "Run scenario `id` in `variant` to the end and say whether it did what that variant expects."
