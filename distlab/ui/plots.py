@@ -402,7 +402,8 @@ def plot_timeline(run: RunEvents | str | Path,  # a run directory or events alre
         ax.set_xlabel(f"{unit} relative to the first rank entering {div.label()}")
         ax.set_title(f"{div.kind} at {div.label()}: " + (f"{_who(div.ranks)} called it from {div.culprit_site}, the others from {div.site}" if div.culprit_op == div.op
                      else f"{_who(div.ranks)} issued {div.culprit_op} there" if div.culprit_op
-                     else f"{_who(div.ranks)} never entered it"), fontsize=10, color="tab:red", loc="left")
+                     else f"{_who(div.ranks)} never entered it" if div.ranks
+                     else "every rank entered it, and what was sent has not arrived"), fontsize=10, color="tab:red", loc="left")
     else:
         ax.set_xlabel("seconds since start")
         what = div.text() if div is not None else "no divergence diagnosed" + (" (hatched: in progress)" if any(sp.state == "pending" for sp in spans) else "")
