@@ -11,8 +11,9 @@ from pathlib import Path
 __all__ = ['SCHEMA_VERSION', 'RUN_DIR_ENV', 'RUN_ID_ENV', 'BACKEND_ENV', 'RUNS_ROOT_ENV', 'FAST_EXIT_ENV', 'DDP_BUCKETS_ENV',
            'TRACE_ENV', 'RESTART_ENV', 'RUN_SUBDIRS', 'RUN_JSON', 'RESULT_JSON', 'MEMORY_JSON', 'RANK_MACHINERY',
            'STEP_PHASE_FIELDS', 'HEALTH_FIELDS', 'HEALTH_ENV', 'MEMORY_FIELDS', 'EVENT_FIELDS', 'COMMON_FIELDS',
-           'restart_generation', 'events_path', 'tape_paths', 'tape_glob', 'heartbeat_path', 'stacks_path', 'log_path',
-           'trace_path', 'is_machinery', 'make_run_dir', 'checkpoints_path', 'bench_path', 'ranks_in', 'check_event']
+           'restart_generation', 'events_path', 'tape_paths', 'tape_glob', 'heartbeat_path', 'stacks_path',
+           'stacks_request_path', 'log_path', 'trace_path', 'is_machinery', 'make_run_dir', 'checkpoints_path',
+           'bench_path', 'ranks_in', 'check_event']
 
 # %% ../nbs/01_contract.ipynb #04a02084
 SCHEMA_VERSION = 2  # 2: events carry `gen` (torchrun's restart generation); run.json says `schema`
@@ -53,8 +54,12 @@ def heartbeat_path(run_dir: str | Path, rank: int) -> Path:
     return Path(run_dir) / "events" / f"rank{rank}.hb"
 
 def stacks_path(run_dir: str | Path, rank: int) -> Path:
-    "Where the rank's faulthandler appends its stacks on SIGUSR1."
+    "Where the rank appends the Python stacks of its threads when asked."
     return Path(run_dir) / "stacks" / f"rank{rank}.txt"
+
+def stacks_request_path(run_dir: str | Path, rank: int) -> Path:
+    "The file whose appearance asks the rank for its stacks (its heartbeat answers and removes it)."
+    return Path(run_dir) / "stacks" / f"rank{rank}.want"
 
 def log_path(run_dir: str | Path, rank: int | None, stream: str = "stdout") -> Path:
     "A rank's `stdout`/`stderr` log, or torchrun's own (`rank=None`)."

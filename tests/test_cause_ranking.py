@@ -19,7 +19,7 @@ def line_of(script: str, mark: str) -> int:
 
 
 def diagnosis_of(tmp_path, script: str):
-    run = launch(str(SCRIPTS / script), nproc=2, backend="gloo", runs_root=tmp_path, env={"OMP_NUM_THREADS": "1"})
+    run = launch(str(SCRIPTS / script), nproc=2, backend="gloo", runs_root=tmp_path, env={"OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)})  # a rank killed mid-run leaves its files there, not in /tmp
     res = run.wait(150)
     gone_within(run.run_id)
     d = res.diagnosis

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import atexit, faulthandler, inspect, itertools, json, linecache, os, signal, sys, sysconfig, threading, time, weakref
 from pathlib import Path
-from ..contract import RUN_DIR_ENV, DDP_BUCKETS_ENV, heartbeat_path, stacks_path
+from ..contract import RUN_DIR_ENV, DDP_BUCKETS_ENV, heartbeat_path, stacks_path, stacks_request_path
 from .events import emit, rank_writer
 from .node_facts import check_nodes
 from .tape import CollTape
@@ -15,8 +15,8 @@ from .tape import CollTape
 __all__ = ['SPECS', 'UNEVEN_OPS', 'P2P_PEER', 'LEDGER', 'GPU_SPAN_EVERY_ENV', 'GPU_SPAN_EVERY', 'LAST_BUCKET', 'STACKS_SIGNAL',
            'GLOO_WORKERS', 'shapes_of', 'mark_user_code', 'call_site', 'site_json', 'Ledger', 'CollWriter',
            'coll_writer', 'poll_pending', 'poll_gpu', 'run_recorded', 'run_recorded_gpu', 'record', 'torch_work',
-           'start_heartbeat', 'register_stack_dump', 'gloo_worker_states', 'settle_gloo_workers', 'settle_gloo_at_exit',
-           'install']
+           'start_heartbeat', 'register_stack_dump', 'answer_stack_request', 'gloo_worker_states',
+           'settle_gloo_workers', 'settle_gloo_at_exit', 'install']
 
 # %% ../../nbs/20_ledger.ipynb #eb85d719
 SPECS = {  # op -> names of the tensor arguments whose shapes every rank must agree on
@@ -615,10 +615,19 @@ def start_heartbeat(path: str | Path, every_s: float = 0.5, flush=None,  # calle
     return t
 
 def register_stack_dump(path: str | Path) -> None:
-    "On `SIGUSR1`, append all threads' Python stacks to `path`."
+    "Open `path` for this process's stack dumps, and on `SIGUSR1` append all threads' Python stacks to it from the signal handler (the fallback)."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     f = open(path, "a"); _keep["stacks"] = f
     faulthandler.register(STACKS_SIGNAL, file=f, all_threads=True, chain=False)
+
+def answer_stack_request(request: str | Path) -> bool:
+    "If `request` exists, remove it and append all threads' Python stacks to the stack file, holding the GIL (no frame moves meanwhile); True when it did."
+    f = _keep.get("stacks")
+    if f is None: return False
+    try: os.unlink(request)
+    except FileNotFoundError: return False
+    faulthandler.dump_traceback(file=f, all_threads=True)
+    return True
 
 # %% ../../nbs/20_ledger.ipynb #gloo-settle-code
 GLOO_WORKERS = ("pt_gloo_runloop",)  # the names Linux shows for gloo's worker threads
@@ -665,8 +674,9 @@ def install() -> bool:
     if bucket_mode == "backward": _patch_backward()
     run_dir, rank = Path(os.environ[RUN_DIR_ENV]), w.rank
     tape = coll_writer().tape
+    request = stacks_request_path(run_dir, rank)
     _keep["heartbeat"] = start_heartbeat(heartbeat_path(run_dir, rank), flush=lambda: (
-        LEDGER.pending and poll_pending(), LEDGER.gpu_pending and poll_gpu(), tape.flush()))
+        LEDGER.pending and poll_pending(), LEDGER.gpu_pending and poll_gpu(), tape.flush(), answer_stack_request(request)))
     settle_gloo_at_exit()  # registered first, so it runs last of these: just before the interpreter finalizes
     atexit.register(tape.flush)  # a normal exit writes the last records (a crash leaves them to `salvage`)
     atexit.register(lambda: LEDGER.gpu_pending and poll_gpu())  # nccl, before that flush: ends the GPU has passed

@@ -8,7 +8,7 @@ import os, re, select, signal, threading, time
 from pathlib import Path
 import psutil
 from ..config import STALL_POLICIES  # `LaunchConfig.stall_policy` checks the same names
-from ..contract import events_path, heartbeat_path, stacks_path, log_path
+from ..contract import events_path, heartbeat_path, stacks_path, stacks_request_path, log_path
 from ..rank.events import EventTail
 from ..rank.tape import TapeReader, salvage
 from .analysis import RankTrack, rank_summary, find_stall
@@ -18,9 +18,9 @@ from fastcore.basics import patch, patch_to  # the Watcher's methods, one group 
 
 
 # %% auto #0
-__all__ = ['BUSY_CPU_FRACTION', 'ASLEEP_HORIZON_S', 'STACK_GAP_S', 'ADVISE_EVERY_S', 'FUTEX_SYSCALL', 'IDLE_TICKS_S', 'pid_alive',
-           'zombie_exit_status', 'torchrun_exit_codes', 'ExitWatch', 'dump_complete', 'collect_stacks',
-           'main_thread_syscall', 'Activity', 'Watcher']
+__all__ = ['SIGNAL_AFTER_S', 'BUSY_CPU_FRACTION', 'ASLEEP_HORIZON_S', 'STACK_GAP_S', 'ADVISE_EVERY_S', 'FUTEX_SYSCALL',
+           'IDLE_TICKS_S', 'pid_alive', 'zombie_exit_status', 'torchrun_exit_codes', 'ExitWatch', 'dump_complete',
+           'collect_stacks', 'main_thread_syscall', 'Activity', 'Watcher']
 
 # %% ../../nbs/26_watcher.ipynb #08c17be7
 def pid_alive(pid: int | None, started_by_t: float | None = None) -> bool | None:
@@ -112,16 +112,27 @@ def dump_complete(text: str) -> bool:
     "True once a faulthandler dump holds the main thread's block down to its bottom frame (it is written last)."
     return any(_BOTTOM.search(l) for l in text.splitlines())
 
-def collect_stacks(run_dir: str | Path, pids: dict[int, int], wait_s: float = 3.0) -> dict[int, str]:
-    "Send `SIGUSR1` to each rank's pid and return what faulthandler appended to `stacks/rank{R}.txt`."
+SIGNAL_AFTER_S = 1.0  # a rank whose heartbeat has not answered the request file by then gets SIGUSR1
+
+def collect_stacks(run_dir: str | Path, pids: dict[int, int], wait_s: float = 3.0,
+                   signal_after_s: float = SIGNAL_AFTER_S) -> dict[int, str]:
+    "Ask each rank for its threads' Python stacks and return what it appended to `stacks/rank{R}.txt`: through `stacks/rank{R}.want`, which its heartbeat answers holding the GIL, and after `signal_after_s` with `SIGUSR1` to a rank that has not."
     paths = {r: stacks_path(run_dir, r) for r in pids}
     before = {r: p.stat().st_size if p.exists() else 0 for r, p in paths.items()}
-    for r, pid in pids.items():
-        try: os.kill(pid, signal.SIGUSR1)
-        except OSError: before.pop(r, None)
+    requests = {r: stacks_request_path(run_dir, r) for r in pids}
+    for r in pids:
+        try: requests[r].parent.mkdir(parents=True, exist_ok=True); requests[r].touch()
+        except OSError: pass  # a read-only run directory: the signal below still asks
     out: dict[int, str] = {}
-    deadline, last = time.monotonic() + wait_s, {}
+    start, last, signalled = time.monotonic(), {}, False
+    deadline = start + wait_s
     while before and time.monotonic() < deadline:
+        if not signalled and time.monotonic() - start >= signal_after_s:
+            signalled = True
+            for r in list(before):
+                if (paths[r].stat().st_size if paths[r].exists() else 0) > before[r]: continue  # its heartbeat is answering
+                try: os.kill(pids[r], signal.SIGUSR1)  # silent so far: its heartbeat cannot run
+                except OSError: before.pop(r, None)
         for r in list(before):
             size = paths[r].stat().st_size if paths[r].exists() else 0
             if size > before[r] and last.get(r) == size:  # grew, and stopped growing since the last look
@@ -132,6 +143,7 @@ def collect_stacks(run_dir: str | Path, pids: dict[int, int], wait_s: float = 3.
     for r in before:  # still writing or silent at the deadline: take what is there
         if paths[r].exists() and paths[r].stat().st_size > before[r]:
             with open(paths[r], "rb") as f: f.seek(before[r]); out[r] = f.read().decode(errors="replace")
+    for p in requests.values(): p.unlink(missing_ok=True)  # not answered (a rank gone, or answered by the signal)
     return out
 
 # %% ../../nbs/26_watcher.ipynb #8bf1de1d
