@@ -196,6 +196,8 @@ def _done(group: str, seq: int, op: str, t0: float, err: BaseException | None = 
 
 def _track_async(work, group, seq, op, t0):
     "Mark `work` completed when it finishes (future callback), or on `wait()` if it has no future."
+    held = getattr(LEDGER.tl, "link_held", None)  # inside a DDP bucket's hook over an emulated link (`_recording_bucket_hook`)
+    if held is not None: held.ends.append((group, seq, op, t0)); return  # ended when the link releases the bucket
     works = [w for w in (work if isinstance(work, list) else [work]) if w is not None]
     if not works: return _done(group, seq, op, t0)
     try:
@@ -349,6 +351,7 @@ def record(op: str, fn, args: tuple, kwargs: dict, pos: dict[str, int]):
     t = next((x for x in tensors if x is not None), None)
     if isinstance(t, (list, tuple)): t = t[0] if t else None
     dtype = str(t.dtype).removeprefix("torch.") if hasattr(t, "dtype") else None
+    if (held := getattr(LEDGER.tl, "link_held", None)) is not None: held.nbytes += _nbytes(tensors[0] if tensors else None)
     is_async = bool(arg("async_op", False)) or op in ("isend", "irecv", "batch_isend_irecv")
     if LEDGER.gpu_side:  # nccl: the call returns once the collective is queued; its end and time come from the GPU
         dev = getattr(t, "device", None)
@@ -517,22 +520,43 @@ def _patch_backward():
     torch.autograd.backward = backward
 
 # %% ../../nbs/20_ledger.ipynb #0b04eded
+from .link import HeldBucket, link_rate_from_env, process_link  # a lesson's emulated slow link
+
 class _BucketHookState:
-    "What the recording hook needs: DDP's process group and the user's hook, if one was registered."
-    __slots__ = ("process_group", "user")
-    def __init__(self, pg): self.process_group, self.user = pg, None
+    "What the recording hook needs: DDP's process group, the user's hook if one was registered, the samples since the last all-reduce, the emulated link if any."
+    __slots__ = ("process_group", "user", "samples", "link")
+    def __init__(self, pg): self.process_group, self.user, self.samples, self.link = pg, None, 0, None
 
 LAST_BUCKET = {"ddp_last_bucket": True}  # marks the first collective a backward's last bucket issues: the watch counts a step by it
 
+def _last_mark(state: _BucketHookState) -> dict:
+    "The last bucket's mark, with the samples its gradients came from (every forward since the last all-reduce, `no_sync()` ones too)."
+    n, state.samples = state.samples, 0
+    return {**LAST_BUCKET, "samples": n} if n else LAST_BUCKET
+
 def _recording_bucket_hook(state: _BucketHookState, bucket):
-    "DDP comm hook: the user's hook if any, else DDP's default all-reduce, both through the ledger; the last bucket's first collective marked."
+    "DDP comm hook: the user's hook if any, else DDP's default all-reduce, both through the ledger; the last bucket's first collective marked; over the emulated link when there is one."
     tl = LEDGER.tl
-    tl.bucket_mark = LAST_BUCKET if bucket.is_last() else None  # one mark, taken by the next recorded collective: a hook that issues several counts once
+    tl.bucket_mark = _last_mark(state) if bucket.is_last() else None  # one mark, taken by the next recorded collective: a hook that issues several counts once
+    held = tl.link_held = None if state.link is None else HeldBucket()  # `record` adds each collective's bytes, `_track_async` its end
     try:
-        if state.user is not None: return state.user[0](state.user[1], bucket)
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-        return default_hooks.allreduce_hook(state.process_group, bucket)
-    finally: tl.bucket_mark = None
+        if state.user is not None: fut = state.user[0](state.user[1], bucket)
+        else:
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            fut = default_hooks.allreduce_hook(state.process_group, bucket)
+    finally: tl.bucket_mark = tl.link_held = None
+    if held is None: return fut
+    return state.link.send(held.nbytes, fut, lambda err: [_done(*end, err) for end in held.ends])
+
+def _nbytes(x) -> int:
+    "Bytes of a tensor, or of the tensors in a (nested) list."
+    if hasattr(x, "element_size"): return x.numel() * x.element_size()
+    return sum(_nbytes(y) for y in x) if isinstance(x, (list, tuple)) else 0
+
+def _batch_size(args: tuple, kwargs: dict) -> int:
+    "Samples in a forward's input: the first tensor argument's first dimension (0 when there is none)."
+    t = next((x for x in (*args, *kwargs.values()) if hasattr(x, "dim")), None)
+    return t.shape[0] if t is not None and t.dim() else 0
 
 def _has_sparse_grads(module) -> bool:
     import torch
@@ -544,8 +568,10 @@ def _attach_bucket_hook(ddp) -> None:
     import torch.distributed as dist
     if getattr(ddp, "_comm_hooks", None) or getattr(ddp, "_use_python_reducer", False) \
        or getattr(ddp, "reducer", None) is None or _has_sparse_grads(ddp.module): return
-    ddp._distlab_hook = _BucketHookState(ddp.process_group)
-    dist._register_comm_hook(ddp.reducer, ddp._distlab_hook, _recording_bucket_hook)
+    st = ddp._distlab_hook = _BucketHookState(ddp.process_group)
+    if (rate := link_rate_from_env()) is not None:  # EMULATION: DISTLAB_EMULATED_LINK_MBIT, the slow link of a lesson (rank.link)
+        st.link = process_link(dist.get_world_size(ddp.process_group), rate)
+    dist._register_comm_hook(ddp.reducer, st, _recording_bucket_hook)
 
 # %% ../../nbs/20_ledger.ipynb #c8713665
 def _patch_ddp(bucket_mode: str = "backward"):
@@ -558,9 +584,12 @@ def _patch_ddp(bucket_mode: str = "backward"):
         if bucket_mode == "hook": _attach_bucket_hook(self)
     def forward(self, *args, **kwargs):
         out = fwd(self, *args, **kwargs)
-        if bucket_mode == "backward" and torch.is_grad_enabled() and self.require_backward_grad_sync \
-           and not getattr(self, "_use_python_reducer", False) and self not in LEDGER.armed:
-            LEDGER.armed.append(self)
+        if bucket_mode == "backward":
+            if torch.is_grad_enabled() and self.require_backward_grad_sync \
+               and not getattr(self, "_use_python_reducer", False) and self not in LEDGER.armed:
+                LEDGER.armed.append(self)
+        elif (st := getattr(self, "_distlab_hook", None)) is not None and torch.is_grad_enabled():
+            st.samples += _batch_size(args, kwargs)  # hook mode: the last bucket's record says how many samples it carries
         return out
     def register_comm_hook(self, state, hook):
         st = getattr(self, "_distlab_hook", None)
