@@ -13,13 +13,13 @@ from ..run.nodes import CGROUP_ROOT, EmulatedCluster, NodeSpec, missing_privileg
 from ..run.node_jobs import ClusterRun, launch_nodes
 
 # %% auto #0
-__all__ = ['SLOW_LINK_MBIT', 'ACROSS_NODES_VARIANTS', 'RDZV_PORT', 'JUMBO_MTU', 'LOSS_P', 'STRAGGLER_QUOTA', 'NODE_SHARES',
+__all__ = ['SLOW_LINK_MBIT', 'SLOW_LINK_TRAINER', 'RDZV_PORT', 'JUMBO_MTU', 'LOSS_P', 'STRAGGLER_QUOTA', 'NODE_SHARES',
            'STRAGGLER_PERIOD_US', 'MISSING_IFNAME', 'ELASTIC_RESTARTS', 'ELASTIC_LAST_CALL_S', 'ELASTIC_COLLECTIVE_S',
-           'ELASTIC_STEPS', 'NODE_FAULTS', 'LOSS_LINE', 'RESUMED_LINE', 'scenario_on_nodes', 'slow_link_on_nodes',
-           'firewall_commands', 'loopback_hosts_text', 'link_down_command', 'one_frame_per_packet',
-           'switch_mtu_commands', 'loss_commands', 'extra_interface_commands', 'fault_specs', 'fault_setup',
-           'NodeFault', 'start_fault', 'fault_result', 'fault_on_nodes', 'elastic_resume', 'reference_from',
-           'step_table', 'step_summary', 'straggler_across', 'show_fault']
+           'ELASTIC_STEPS', 'NODE_FAULTS', 'LOSS_LINE', 'RESUMED_LINE', 'scenario_on_nodes', 'rank_fn_on_nodes',
+           'slow_link_on_nodes', 'firewall_commands', 'loopback_hosts_text', 'link_down_command',
+           'one_frame_per_packet', 'switch_mtu_commands', 'loss_commands', 'extra_interface_commands', 'fault_specs',
+           'fault_setup', 'NodeFault', 'start_fault', 'fault_result', 'fault_on_nodes', 'elastic_resume',
+           'reference_from', 'step_table', 'step_summary', 'straggler_across', 'show_fault']
 
 # %% ../../nbs/11b_node_scenarios.ipynb #0ad50740
 def scenario_on_nodes(id: str,  # a registered scenario with a rank function (not a script)
@@ -31,41 +31,57 @@ def scenario_on_nodes(id: str,  # a registered scenario with a rank function (no
                       **kw,  # launch_nodes' own: runs_root, timeout_s, on_line, watch, ...
                      ) -> ClusterRun:
     "Start scenario `id` in `variant` with its ranks spread over emulated nodes, one distlab launcher per node, as `distlab run` starts it on one."
-    from distlab.config import TrainConfig
-    from distlab.contract import FAST_EXIT_ENV
-    from distlab.rank.worker import worker_spec
     from distlab.scenarios import get_scenario
     s = get_scenario(id); v = s.variant(variant)
     if s.rank_fn is None: raise ValueError(f"scenario {id!r} runs a script of its own; scenario_on_nodes runs rank functions")
-    cfg = TrainConfig.from_dict({**TrainConfig().to_dict(), **s.train})
-    spec = worker_spec(id, variant, s.rank_fn, {**v.params, **(params or {})}, cfg.to_dict())
     kw.setdefault("timeout_s", s.timeout_s * 2)  # a node's startup adds its own agent to torchrun's
+    return rank_fn_on_nodes(s.rank_fn, {**v.params, **(params or {})}, train=s.train, label=(id, variant), nnodes=nnodes, nproc=nproc,
+                            node=node, nodes=nodes, name=name or f"{id}-{variant}", **kw)
+
+def rank_fn_on_nodes(rank_fn: str,  # "module:function", run by every rank with a RankContext
+                     params: dict,  # the rank function's `ctx.params`
+                     *, train: dict | None = None,  # over `TrainConfig`'s defaults (e.g. {"model": ...})
+                     label: tuple[str, str] = ("on-nodes", "run"),  # (scenario, variant) the ranks' context names
+                     nnodes: int = 2, nproc: int = 1, node: NodeSpec | None = None, nodes: Sequence[NodeSpec] | None = None,
+                     name: str = "on-nodes", **kw) -> ClusterRun:
+    "Start a rank function with its ranks spread over emulated nodes, one distlab launcher per node."
+    from distlab.config import TrainConfig
+    from distlab.contract import FAST_EXIT_ENV
+    from distlab.rank.worker import worker_spec
+    cfg = TrainConfig.from_dict({**TrainConfig().to_dict(), **(train or {})})
+    spec = worker_spec(*label, rank_fn, params, cfg.to_dict())
     return launch_nodes("distlab.rank.worker", [spec], module=True, nnodes=nnodes, nproc=nproc, node=node, nodes=nodes,
-                        env={FAST_EXIT_ENV: "1"}, name=name or f"{id}-{variant}", **kw)
+                        env={FAST_EXIT_ENV: "1"}, name=name, **kw)
 
 # %% ../../nbs/11b_node_scenarios.ipynb #f9ffc9a0
 SLOW_LINK_MBIT = 1000  # the guides' home cluster: 1 Gbit/s between the nodes
 
-ACROSS_NODES_VARIANTS = {  # slow-link fixes that only exist where there are nodes: the broken script with another comm hook
-    "fixed-hierarchical": {"trainer": {"comm_hook": "hierarchical"}},  # sum inside each node, then one rank per node on the link
+SLOW_LINK_TRAINER = {  # slow-link through DDPTrainer: params of `communication.ddp_training` per variant, 8 optimizer steps of 8 samples a rank
+    "broken": {"steps": 8, "batch_size": 8},  # float32 gradients every step
+    "fixed": {"steps": 8, "batch_size": 8, "trainer": {"comm_hook": "bf16_compress"}},  # bfloat16 on the wire: half the bytes
+    "fixed-accumulate": {"steps": 8, "batch_size": 8, "trainer": {"accumulate": 4}},  # one all-reduce per 4 micro-batches
+    "fixed-hierarchical": {"steps": 8, "batch_size": 8, "trainer": {"comm_hook": "hierarchical"}},  # sum inside each node, then one rank per node on the link
 }
 
 def slow_link_on_nodes(variants: Sequence[str] = ("broken", "fixed"),  # slow-link variants (broken, fixed: bf16, fixed-accumulate), or fixed-hierarchical
                        *, link_mbit: float = SLOW_LINK_MBIT,  # each node's link rate, Mbit/s
                        nproc: int = 1,  # ranks per node (fixed-hierarchical needs 2 or more)
                        runs_root: str | Path | None = None, on_line: Callable | None = None) -> dict:
-    "Run `slow-link`'s variants on 2 nodes joined by a kernel-shaped link (the comm hook's emulation off); per variant: status, bytes and seconds per step and per sample (the slowest node's medians), and its speed-up over broken."
+    "Run `slow-link`'s variants through DDPTrainer on 2 nodes joined by a kernel-shaped link; per variant: status, bytes and seconds per step and per sample (the slowest node's medians), and its speed-up over broken."
     if "fixed-hierarchical" in variants and nproc < 2:
         raise ValueError(f"fixed-hierarchical sums inside each node first: give nproc=2 or more ranks per node (nproc={nproc})")
-    from distlab.scenarios.communication import step_figures, ring_allreduce_link_s, _model_bytes_fp32
-    fp32 = _model_bytes_fp32("slow-link")
+    unknown = [v for v in variants if v not in SLOW_LINK_TRAINER]
+    if unknown: raise ValueError(f"slow-link on nodes has no variant {unknown}: pick from {list(SLOW_LINK_TRAINER)}")
+    from distlab.rank.link import ring_allreduce_link_s
+    from distlab.scenarios.communication import SLOW_LINK_MODEL, step_figures, slow_link_model_bytes
+    fp32 = slow_link_model_bytes()
     out = {"link_mbit": link_mbit, "fp32_grad_bytes": fp32,
            "fp32_link_floor_s": ring_allreduce_link_s(fp32, 2 * nproc, link_mbit * 1e6 / 8),  # the least a flat ring over every rank needs on that link
            "nproc": nproc}
     for v in variants:
-        listed, extra = ("broken", ACROSS_NODES_VARIANTS[v]) if v in ACROSS_NODES_VARIANTS else (v, {})
-        res = scenario_on_nodes("slow-link", listed, nproc=nproc, node=NodeSpec(link_mbit=link_mbit), params={"link": False, **extra},
-                                name=f"slow-link-{v}", backend="gloo", runs_root=runs_root, on_line=on_line).wait()  # gloo: the link is the nodes' TCP
+        res = rank_fn_on_nodes("distlab.scenarios.communication:ddp_training", SLOW_LINK_TRAINER[v], train={"model": SLOW_LINK_MODEL},
+                               label=("slow-link", v), nproc=nproc, node=NodeSpec(link_mbit=link_mbit), name=f"slow-link-{v}",
+                               backend="gloo", runs_root=runs_root, on_line=on_line, timeout_s=240.0).wait()  # gloo: the link is the nodes' TCP
         figs = [step_figures(n["run_dir"]) for n in res.nodes if n.get("run_dir")] if res.status == "ok" else []
         slowest = max(figs, key=lambda f: f["step_s"]) if figs else {}
         out[v] = {"status": res.status, "cluster_dir": res.cluster_dir, "left": res.left,
