@@ -83,6 +83,8 @@ def run(argv: list[str]) -> int:
     target, is_module, args = parse_argv(argv)
     source = None if is_module else _read_script(os.path.abspath(target))  # hashed and run: the same bytes
     emit_hello(argv, hashlib.sha256(source).hexdigest() if source is not None else None)
+    from distlab.rank import shm
+    shm.install_from_env()  # `DISTLAB_SHM_MIB`: a private /dev/shm of that size (a container's, in a lesson), before any thread or worker starts
     from distlab.rank import ledger, trace
     ledger.install()
     try: trace.install_from_env()  # `--trace`: a torch.profiler window over the script's optimizer steps

@@ -86,6 +86,8 @@ class Scenario:
     "the environment its ranks run in, as `distlab.run.limits.Limits` fields (a CPU quota on a rank, throttled storage): made around each launch; give `needs_root` too"
     setup: str | None = None
     "`module:function` that makes what else the machine holds while the ranks run (a stale job listening on a port), without root: called before each launch, it returns the function that undoes it, called as the run ends; its docstring says what it makes"
+    launcher: str | None = None
+    "`module:function` each rank runs in place of a variant's script, to start that script on a machine of more than one torchrun (two agents on 127.0.0.1 as two nodes): it finds the script in `ctx.params['script']`; its docstring says what the machine is"
 
     def __post_init__(self):
         lacking = [n for n, v in self.variants.items() if v.script is None and self.rank_fn is None]

@@ -48,14 +48,22 @@ def show(id: str, variant: str = "broken", *, diff: bool | None = None, numbers:
     path = s.script_path(variant)
     v = s.variant(variant)
     env = " ".join(f"{k}={shlex.quote(str(val))}" for k, val in ((s.launch_options or {}).get("env") or {}).items())
-    head = [f"# {s.title}", f"# {variant}: {v.description}", f"# file: {path}",
-            f"# run it: {env + ' ' if env else ''}distlab launch --nproc-per-node {s.min_nproc} {path.name}"]
+    run_it = (f"distlab run {id} (or by hand: the `distlab launch` line per node in the file's docstring)" if s.launcher else
+              f"{env + ' ' if env else ''}distlab launch --nproc-per-node {s.min_nproc} {path.name}")
+    head = [f"# {s.title}", f"# {variant}: {v.description}", f"# file: {path}", f"# run it: {run_it}"]
     if s.limits:  # what the scenario's launch adds around the script: a CPU quota, throttled storage
         from distlab.run.limits import Limits
         head.append(f"# environment (made by `distlab run {id}`, needs root): {Limits(**s.limits).describe(s.min_nproc)}")
     if s.setup:  # what else the launch holds on the machine: a stale job on a port
         from distlab.rank.worker import load_rank_fn
         head.append(f"# also on the machine (made by `distlab run {id}`): {(load_rank_fn(s.setup).__doc__ or s.setup).split(';')[0]}")
+    if s.launcher:  # the machine the script runs on is more than one torchrun: two agents as two nodes
+        from distlab.rank.worker import load_rank_fn
+        head.append(f"# the machine (made by `distlab run {id}`): {(load_rank_fn(s.launcher).__doc__ or s.launcher).split(';')[0]}")
+    from distlab.rank.shm import SHM_MIB_ENV
+    if mib := ((s.launch_options or {}).get("env") or {}).get(SHM_MIB_ENV):  # the container's /dev/shm, which the script does not choose
+        head.append(f"# environment (made by each rank's start, needs root): /dev/shm is a private {mib} MiB tmpfs, "
+                    f"as in a container started with --shm-size={mib}m ({SHM_MIB_ENV}, distlab.rank.shm)")
     if diff is None: diff = variant != "broken"
     if diff: return "\n".join(head + ["# the fix, against broken.py:", ""]) + "\n" + script_diff(id, variant)
     src = script_source(id, variant)
@@ -65,9 +73,9 @@ def show(id: str, variant: str = "broken", *, diff: bool | None = None, numbers:
 
 # %% ../../nbs/44a_lesson.ipynb #f2475069
 def ran_hashes(run_dir) -> dict[int, str]:
-    "Rank -> the SHA-256 of the script that rank ran, from the `hello` events of the run in `run_dir`."
+    "Rank -> the SHA-256 of the script that rank ran, from the `hello` events of the run in `run_dir` (and of the job its ranks started as nodes, `nodes/`)."
     out = {}
-    for p in sorted((Path(run_dir) / "events").glob("rank*.jsonl")):
+    for p in sorted((Path(run_dir) / "events").glob("rank*.jsonl")) + sorted((Path(run_dir) / "nodes" / "events").glob("rank*.jsonl")):
         for line in p.read_text().splitlines():
             try: ev = json.loads(line)
             except ValueError: continue

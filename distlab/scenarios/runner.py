@@ -117,7 +117,11 @@ def start_scenario(id: str, variant: str = "broken", *, nproc: int | None = None
         if script is not None or v.script is not None:  # the learner-facing script itself, as `distlab launch` runs a user's
             path = Path(script) if script is not None else s.script_path(variant)
             if not path.is_file(): raise FileNotFoundError(f"no script {path} to run for scenario {id!r}")
-            run = launch(str(path), list(v.args), **common)
+            if s.launcher:  # each rank starts the script on a machine of its own making (one node's torchrun agent, say)
+                cfg = TrainConfig.from_dict({**TrainConfig().to_dict(), **s.train, **(train or {})})
+                spec = worker_spec(id, variant, s.launcher, {"script": str(path.resolve()), "args": list(v.args)}, cfg.to_dict())
+                run = launch("distlab.rank.worker", [spec], module=True, **common)
+            else: run = launch(str(path), list(v.args), **common)
         else:
             cfg = TrainConfig.from_dict({**TrainConfig().to_dict(), **s.train, **(train or {})})
             spec = worker_spec(id, variant, s.rank_fn, v.params, cfg.to_dict())
