@@ -1,7 +1,7 @@
 """The checkpoints lessons (distlab.scenarios.checkpoints) on real ranks at world 2: each broken script fails the way
 its lesson says, with the script's own lines and figures, each fixed script passes its checks and is the file that
 ran, the full-disk lesson leaves no mount behind, and the grader takes a second, different fix and refuses a non-fix
-of three scenarios. The broken and fixed runs are walkthrough 05's (made once per session); the 9 tries go two at a time."""
+of four scenarios. The broken and fixed runs are walkthrough 05's (made once per session); the 12 tries go two at a time."""
 from pathlib import Path
 import pytest
 from distlab.scenarios import SCENARIOS, unmet_needs
@@ -19,6 +19,9 @@ TRIES = [
     ("checkpoint-disk-full", "make_room_first.py", False, "not loaded"),  # delete the old one to make room
     ("unsafe-load", "default_load.py", True, ""),  # torch.load's own default (weights_only=True since torch 2.6)
     ("unsafe-load", "fall_back.py", False, "code ran in"),  # the safe load, then the unsafe one when it refuses
+    ("checkpoint-device-map", "map_to_cpu.py", True, ""),  # map_location="cpu", then the model moves to the rank's device
+    ("checkpoint-device-map", "rename_device.py", True, ""),  # map_location={"cuda:1": device}: the file's device renamed
+    ("checkpoint-device-map", "fresh_on_failure.py", False, "did not load the checkpoint"),  # catch the error, start from fresh weights
     ("slow-checkpoint", "serialise_in_memory.py", True, ""),  # torch.save into memory on the path, the bytes written in a thread
     ("slow-checkpoint", "pool_and_deepcopy.py", True, ""),  # copy.deepcopy, then a one-worker ThreadPoolExecutor writes
     ("slow-checkpoint", "save_less_often.py", False, "saving less often"),  # a third of the saves, each as slow
@@ -29,10 +32,10 @@ pytestmark = pytest.mark.timeout(900)
 
 def test_the_lessons_and_tries():
     assert {"checkpoint-torn-write", "checkpoint-disk-full", "checkpoint-cleanup", "checkpoint-every-rank-writes", "resume-drift", "preemption",
-            "checkpoint-prefix", "slow-checkpoint"} <= set(LESSONS)
+            "checkpoint-prefix", "slow-checkpoint", "unsafe-load", "checkpoint-device-map"} <= set(LESSONS)
     assert all((FIXES / s / n).is_file() for s, n, _, _ in TRIES)
     both = [sid for sid in LESSONS if {p for s, _, p, _ in TRIES if s == sid} == {True, False}]
-    assert len(both) >= 3, both
+    assert len(both) >= 4, both
 
 
 def test_the_full_disk_needs_root_and_says_so():
@@ -89,6 +92,11 @@ def check_prefix(o):
 def check_unsafe(o):
     assert o.figures["code_ran_in"] == [f"code-ran-in-rank{r}" for r in range(NPROC)], o.figures  # the planted code ran in every rank
 
+def check_device_map(o):
+    assert o.figures["resumed"] == [] and "deserialize object on a CUDA device" in o.figures["error"], o.figures
+    assert at_line("checkpoint-device-map", "state = torch.load(CKPT") in traceback_of(o), traceback_of(o)[-600:]
+    assert "map_location=device" in o.diagnosis["fix"] or "map_location=device" in o.diagnosis_text, o.diagnosis_text
+
 def check_cleanup(o):
     assert (o.figures["kept_after_clean_up"], o.figures["resume_at_step"], o.figures["steps_lost"]) == ([], 0, 12), o.figures
 
@@ -97,11 +105,12 @@ def check_slow(o):
     assert o.figures["stall_ms_per_save"] > o.figures["step_ms"], o.figures  # each save cost every rank more than a step
 
 CHECKS = {"slow-checkpoint": check_slow, "checkpoint-cleanup": check_cleanup, "checkpoint-torn-write": check_torn, "checkpoint-disk-full": check_disk_full, "checkpoint-every-rank-writes": check_every_rank,
-          "resume-drift": check_drift, "preemption": check_preemption, "checkpoint-prefix": check_prefix, "unsafe-load": check_unsafe}
+          "resume-drift": check_drift, "preemption": check_preemption, "checkpoint-prefix": check_prefix, "unsafe-load": check_unsafe,
+          "checkpoint-device-map": check_device_map}
 FIXED = {"checkpoint-torn-write": {"resumed_from_step": 8}, "checkpoint-disk-full": {"loaded_step": 0, "said_it_was_kept": True},
          "checkpoint-every-rank-writes": {"writers": 1}, "checkpoint-cleanup": {"resume_at_step": 12, "steps_lost": 0}, "resume-drift": {"differing_steps": 0},
          "preemption": {"steps_redone": 0, "differing_steps": 0, "saved_on_sigterm_at_step": 13}, "checkpoint-prefix": {"saved_first_key": "0.weight"},
-         "slow-checkpoint": {"saved_steps": list(SLOW_SAVES)}}
+         "slow-checkpoint": {"saved_steps": list(SLOW_SAVES)}, "checkpoint-device-map": {"resumed_at_steps": [1200]}}
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ EXPECTED = {
     "ddp-unused-parameters": (None, {"parameters": ["aux.bias", "aux.weight"], "indices": [4, 5]}),
     "ddp-model-mismatch": (None, {"param_index": 0, "other_rank": 0}),
     "weights-only-load": (None, {"global": "__main__.TrainState"}),
+    "checkpoint-device": (None, {"saved_on": "cuda", "devices_here": 0}),
     "state-dict-keys": (0, {"missing": 6, "unexpected": 6, "prefix": "module."}),
     "torn-checkpoint": (0, {}),
     "gloo-size-mismatch": (None, {"received_bytes": 1536, "expected_bytes": 1024}),
@@ -93,13 +94,14 @@ def _capture_module():
 CONSEQUENCES = {"dataloader-shm": {"dataloader-worker-killed"}}
 # Figures a live re-run must reproduce (the others carry pids, ports or timing-dependent wording)
 LIVE_DETAILS = {"cpu-oom": {"requested_gib": 8.0}, "weights-only-load": {"global": "__main__.TrainState"},
+                "checkpoint-device": {"saved_on": "cuda", "devices_here": 0},
                 "ddp-unused-parameters": {"parameters": ["aux.bias", "aux.weight"]},
                 "ddp-model-mismatch": {"param_index": 0, "sizes": [32, 8], "other_rank": 0},
                 "gloo-size-mismatch": {"received_bytes": 1536, "expected_bytes": 1024}}
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["healthy", "port-in-use", "ddp-unused-parameters", "ddp-model-mismatch",
-                                  "weights-only-load", "dataloader-worker-killed", "dataloader-shm", "cpu-oom",
+                                  "weights-only-load", "checkpoint-device", "dataloader-worker-killed", "dataloader-shm", "cpu-oom",
                                   "gloo-size-mismatch"])
 def test_live_run_still_shows_its_signature(case):
     "Re-run the script behind a real fixture with the installed torch: its log still shows the same signature."

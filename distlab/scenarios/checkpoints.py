@@ -13,13 +13,14 @@ from . import Scenario, Variant, Expect, Measured, register
 from .performance import busy_note, step_times
 
 # %% auto #0
-__all__ = ['SLOW_SAVES', 'SLOW_STATE_BYTES', 'MIN_BROKEN_STALL_SHARE', 'MAX_FIXED_STALL_SHARE', 'printed', 'last_error',
-           'result_world', 'check_prefix_broken', 'check_prefix_fixed', 'check_every_rank_broken',
-           'check_every_rank_fixed', 'check_torn_broken', 'check_torn_fixed', 'mounts_under', 'check_disk_full_broken',
-           'check_disk_full_fixed', 'check_cleanup_broken', 'check_cleanup_fixed', 'printed_losses', 'loss_comparison',
-           'check_drift_broken', 'check_drift_fixed', 'losses_by_restart', 'preemption_figures',
-           'check_preemption_broken', 'check_preemption_fixed', 'saved_bytes', 'write_times', 'stall_figures',
-           'slow_save_figures', 'check_slow_broken', 'check_slow_fixed', 'check_unsafe_broken', 'check_unsafe_fixed']
+__all__ = ['SLOW_SAVES', 'SLOW_STATE_BYTES', 'MIN_BROKEN_STALL_SHARE', 'MAX_FIXED_STALL_SHARE', 'DEVICE_MAP_SAVED_STEP',
+           'printed', 'last_error', 'result_world', 'check_prefix_broken', 'check_prefix_fixed',
+           'check_every_rank_broken', 'check_every_rank_fixed', 'check_torn_broken', 'check_torn_fixed', 'mounts_under',
+           'check_disk_full_broken', 'check_disk_full_fixed', 'check_cleanup_broken', 'check_cleanup_fixed',
+           'printed_losses', 'loss_comparison', 'check_drift_broken', 'check_drift_fixed', 'losses_by_restart',
+           'preemption_figures', 'check_preemption_broken', 'check_preemption_fixed', 'saved_bytes', 'write_times',
+           'stall_figures', 'slow_save_figures', 'check_slow_broken', 'check_slow_fixed', 'check_unsafe_broken',
+           'check_unsafe_fixed', 'check_device_map_broken', 'check_device_map_fixed']
 
 # %% ../../nbs/48_checkpoints.ipynb #d15cf014
 def printed(run_dir, pattern: str) -> list[tuple[int, re.Match]]:
@@ -333,6 +334,33 @@ def check_unsafe_fixed(result) -> Measured:
     if "refused a pickled object" not in text: m.problems.append("the diagnosis is not the weights-only-load signature")
     return m
 
+# %% ../../nbs/48_checkpoints.ipynb #68699ecd
+DEVICE_MAP_SAVED_STEP = 1200  # the step lessons/checkpoint-device-map's file was saved at
+
+def _resumed(result) -> dict[int, tuple[int, float]]:
+    "rank -> (the step it resumed from, its first layer's weight sum), from what it printed."
+    return {r: (int(m[1]), float(m[2])) for r, m in printed(result.run_dir, r"resumed at step (\d+) with weights summing to (-?[\d.]+)")}
+
+def check_device_map_broken(result) -> Measured:
+    "Broken: every rank failed in torch.load, on a device this machine does not have; none resumed."
+    text = result.diagnosis.text() if result.diagnosis is not None else ""
+    m = Measured({"resumed": sorted(_resumed(result)), "error": last_error(result)})
+    if "names a device this machine does not have" not in text: m.problems.append("the diagnosis is not the checkpoint-device signature")
+    if m.figures["resumed"]: m.problems.append(f"ranks {m.figures['resumed']} resumed, expected none")
+    return m
+
+def check_device_map_fixed(result) -> Measured:
+    "Fixed: every rank resumed from the file's step with the file's weights (the same sum on every rank)."
+    got = _resumed(result)
+    sums = {round(s, 4) for _, s in got.values()}
+    m = Measured({"resumed_at_steps": sorted({s for s, _ in got.values()}), "weight_sums": sorted(sums)})
+    if len(got) != result_world(result): m.problems.append(f"ranks {sorted(got)} said they resumed, expected every rank")
+    elif {s for s, _ in got.values()} != {DEVICE_MAP_SAVED_STEP}:
+        m.problems.append(f"the ranks resumed at steps {m.figures['resumed_at_steps']}, not at the file's step {DEVICE_MAP_SAVED_STEP}: "
+                          "they did not load the checkpoint")
+    elif len(sums) != 1: m.problems.append(f"the ranks hold different weights {sorted(sums)}: not all of them loaded the file")
+    return m
+
 # %% ../../nbs/48_checkpoints.ipynb #6627aba8
 _P = "distlab.scenarios.checkpoints"
 _TRAIN = {"model": {"in_dim": 32, "hidden": 64, "layers": 2}, "data": {"samples": 512, "batch_size": 16}, "lr": 0.05}
@@ -596,3 +624,30 @@ register(Scenario(
                          script="fixed.py", expect=Expect(status="failed", kind="rank-died", checks=(f"{_P}:check_unsafe_fixed",))),
     }))
 
+
+# %% ../../nbs/48_checkpoints.ipynb #5ebe035d
+register(Scenario(
+    id="checkpoint-device-map", title="A checkpoint from a GPU, loaded where that GPU is not (map_location)",
+    family="checkpoints", seeds=("001", "002"),
+    symptom="`RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False` "
+            "when a checkpoint from GPU training is loaded on a laptop or a CPU node, or `... on CUDA device 3 but "
+            "torch.cuda.device_count() is 2` on a machine with fewer GPUs; on a machine with enough GPUs, GPU 0 (or "
+            "whichever GPU saved the file) runs out of memory as every rank resumes.",
+    explanation="torch.save writes each tensor's device into the file as a string, and torch.load puts every tensor "
+                "back on that device unless `map_location` says otherwise. The file here comes from a GPU job's rank 1, "
+                "so every tensor names `cuda:1`: the script's rank 0 writes it with that tag, which is what a save on "
+                "GPU 1 writes (torch copies a GPU tensor's bytes to the host to save them). Loaded where there is no CUDA, "
+                "or no second GPU, the load fails on every rank. Where the device does exist the load succeeds and is "
+                "still wrong for DDP: every rank's copy lands on that one GPU. Guide 001's `torch.load(path, "
+                "map_location=device)` is the fix, with `device` this rank's own (the CPU, or `cuda:LOCAL_RANK`); guide "
+                "002's `map_location='cpu'` works too, at the cost of one more copy to the GPU.",
+    default_nproc=2, timeout_s=120.0,
+    hints=("Read the error: which device does the file ask for, and which devices does this machine have?",
+           "torch.load has an argument that says where the loaded tensors go, whatever the file says.",
+           "Load with `torch.load(CKPT, map_location=device, weights_only=True)`, `device` being this rank's own."),
+    variants={
+        "broken": Variant(name="broken", description="torch.load(path): every tensor goes back to cuda:1, which this machine lacks",
+                          script="broken.py", expect=Expect(status="failed", kind="rank-died", checks=(f"{_P}:check_device_map_broken",))),
+        "fixed": Variant(name="fixed", description="torch.load(path, map_location=device): every tensor onto the rank's own device",
+                         script="fixed.py", expect=Expect(status="ok", checks=(f"{_P}:check_device_map_fixed",))),
+    }))

@@ -486,6 +486,28 @@ register_signature(Signature(
         "subprocess): a checkpoint that names one was made to attack whoever loads it; delete it.",
     extract=_weights_only))
 
+# %% ../../nbs/27_signatures.ipynb #423a03c3
+def _checkpoint_device(text: str) -> dict:
+    "The device the file names, and how many this machine has."
+    if m := _first(r"deserialize object on (\w+) device (\d+) but torch\.\w+\.device_count\(\) is (\d+)", text):
+        return {"saved_on": f"{m.group(1).lower()}:{m.group(2)}", "devices_here": int(m.group(3))}
+    if m := _first(r"deserialize object on a (\w+) device but torch\.\w+\.is_available\(\) is False", text):
+        return {"saved_on": m.group(1).lower(), "devices_here": 0}
+    return {}
+
+register_signature(Signature(
+    id="checkpoint-device", kind="checkpoint", title="A checkpoint names a device this machine does not have (map_location)",
+    patterns=[r"Attempting to deserialize object on (a )?\w+ device"],
+    cause="torch.save writes each tensor's device into the file as a string ('cuda:1' for a tensor that lived on GPU "
+          "1), and torch.load puts every tensor back on that device unless told otherwise. Here that device does not "
+          "exist: this machine has no CUDA (a CPU-only machine, a CPU build of torch, an empty CUDA_VISIBLE_DEVICES), "
+          "or fewer GPUs than the job that saved the file.",
+    fix="Tell torch.load where the tensors go: torch.load(path, map_location=device), with this rank's own device "
+        "(torch.device('cpu'), or torch.device('cuda', local_rank)), then load_state_dict. On GPUs the same argument "
+        "keeps every rank's copy off the GPU that saved the file, which otherwise holds one copy per rank. A file "
+        "meant to travel can be saved from CPU copies ({k: v.cpu() for k, v in state.items()}).",
+    guides=("001", "002"), extract=_checkpoint_device))
+
 # %% ../../nbs/27_signatures.ipynb #f6df7186
 def _state_dict_keys(text: str) -> dict:
     "How many keys were missing and unexpected, and the prefix that tells them apart (`module.` from DDP)."

@@ -23,6 +23,7 @@ CASES = {
     "ddp-unused-parameters": (torchrun("unused_params.py"), {"TORCH_DISTRIBUTED_DEBUG": "INFO"}),
     "ddp-model-mismatch": (torchrun("model_mismatch.py"), {}),
     "weights-only-load": ([sys.executable, "weights_only.py"], {}),
+    "checkpoint-device": ([sys.executable, "checkpoint_device.py"], {}),
     "dataloader-worker-killed": (torchrun("dataloader_killed.py", "KILL"), {}),
     "dataloader-shm": (torchrun("dataloader_killed.py", "BUS"), {}),
     "cpu-oom": (torchrun("cpu_oom.py"), {}),
@@ -33,6 +34,7 @@ GPU_CASES = {  # one GPU: NCCL at world 1
     "nccl-watchdog-timeout": (torchrun("nccl_watchdog.py", nproc=1), {}),
     "cuda-oom": (torchrun("cuda_oom.py", nproc=1), {}),
     "nccl-cpu-tensor": (torchrun("nccl_cpu_tensor.py", nproc=1), {}),
+    "checkpoint-device-count": ([sys.executable, "checkpoint_device.py"], {}),  # one GPU: "device_count() is 1"
 }
 
 def run_case(case: str) -> str:
