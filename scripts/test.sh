@@ -3,31 +3,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# the browser test drives Debian's chromium with Playwright (no browser download)
-if ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) >/dev/null
-  else
-    echo "chromium is missing: install it (apt-get install chromium) to run the browser test" >&2; exit 1
-  fi
-fi
-# the exporter test scrapes with a real Prometheus server (Debian's package; never skipped)
-if ! command -v prometheus >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus) >/dev/null
-  else
-    echo "prometheus is missing: install it (apt-get install prometheus) to run the exporter test" >&2; exit 1
-  fi
-fi
-# the monitoring faults also run a real Pushgateway (Debian's package); where it is missing they are skipped, with the reason
-if ! command -v prometheus-pushgateway >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus-pushgateway) >/dev/null \
-    || echo "prometheus-pushgateway could not be installed: the monitoring faults will be skipped" >&2
-fi
-# the emulated-node firewall scenario filters inside a node's network namespace with iptables (Debian's package)
-if ! command -v iptables >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends iptables) >/dev/null
-fi
+# Debian's packages, each installed by scripts/system_tools.sh when missing (as root), each alone so that one that
+# fails to install does not take the others with it:
+# - chromium: the browser test drives it with Playwright (no browser download);
+# - prometheus: the exporter test scrapes with a real Prometheus server (never skipped);
+# - prometheus-pushgateway: the monitoring faults run a real Pushgateway (without it they are skipped, with the reason);
+# - iptables: the emulated-node firewall fault filters inside a node's network namespace.
+for tool in chromium prometheus prometheus-pushgateway iptables; do bash scripts/system_tools.sh "$tool"; done
+for tool in chromium prometheus; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "$tool is missing: install it (apt-get install $tool) to run the tests" >&2; exit 1; }
+done
 bash scripts/check_sync.sh
 echo "== module notebooks (nbdev-test, slow cells included), $(date -u +%T) UTC"
 .venv/bin/nbdev-test --flags slow
