@@ -353,7 +353,7 @@ def record(op: str, fn, args: tuple, kwargs: dict, pos: dict[str, int]):
     dtype = str(t.dtype).removeprefix("torch.") if hasattr(t, "dtype") else None
     if (held := getattr(LEDGER.tl, "link_held", None)) is not None: held.nbytes += _nbytes(tensors[0] if tensors else None)
     is_async = bool(arg("async_op", False)) or op in ("isend", "irecv", "batch_isend_irecv")
-    if LEDGER.gpu_side:  # nccl: the call returns once the collective is queued; its end and time come from the GPU
+    if LEDGER.gpu_side and held is None:  # nccl: the call returns once the collective is queued; its end and time come from the GPU (over an emulated link: from the link)
         dev = getattr(t, "device", None)
         dev = dev if dev is not None and dev.type == "cuda" else None
         if not is_async and "async_op" in pos and pos["async_op"] >= len(args):
