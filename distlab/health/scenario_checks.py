@@ -148,6 +148,9 @@ def check_nodes_agree(result) -> Measured:
     lines = sorted(l for f in job.glob("node*.log") for l in f.read_text().splitlines() if ": sum " in l)
     m = Measured({"agents_exit": {r: e["agent_exit"] for r, e in agents.items()}, "job_s": max((e["agent_s"] for e in agents.values()), default=None),
                   "compare_s": max((n.get("took_s", 0) for n in notes), default=None), "lines": lines})
-    if len(notes) != 2 or any(n["node_differences"] for n in notes): m.problems.append(f"expected 2 comparisons with no difference: {notes}")
+    if len(notes) != 2 or any(n["node_differences"] for n in notes):
+        diffs = sorted({(d["what"], str(d["values"])) for n in notes for d in n["node_differences"]})
+        m.problems.append(f"expected both nodes' ranks to compare their facts and find no difference: {len(notes)} comparisons, "
+                          f"differences {', '.join(f'{w} {v}' for w, v in diffs) or 'none'}")
     if len(lines) != 2 or not all(l.endswith("sum 3") for l in lines): m.problems.append(f"expected both ranks to print sum 3: {lines}")
     return m
