@@ -24,6 +24,7 @@ TRIES = [
     pytest.param("shm-too-small", "catch_and_go_on.py", False, "/dev/shm", marks=_root),  # try/except around the loop: the worker still ran out
     ("node-mismatch", "detail_everywhere.py", True, ""),  # DETAIL on every node, read again before init: the nodes agree
     ("node-mismatch", "longer_timeout.py", False, "TORCH_DISTRIBUTED_DEBUG"),  # a longer init timeout: the nodes still differ
+    ("node-mismatch", "environ_only.py", False, "torch_debug_level"),  # os.environ.pop after `import torch`: torch's level stays DETAIL
 ]
 CASES = [t.values if hasattr(t, "values") else t for t in TRIES]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['NODE_ENV_PREFIXES', 'NODE_ENV_NAMES', 'PER_HOST_ENV', 'FATAL_DIFFERENCES', 'FACTS_TIMEOUT_S', 'software_versions',
-           'distributed_env', 'gpu_facts', 'local_facts', 'node_differences', 'node_table', 'NodeMismatch',
-           'exchange_facts', 'check_nodes']
+           'distributed_env', 'gpu_facts', 'debug_level', 'local_facts', 'node_differences', 'node_table',
+           'NodeMismatch', 'exchange_facts', 'check_nodes']
 
 # %% ../../nbs/20b_node_facts.ipynb #ea092075
 NODE_ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "TORCH_GLOO_", "TORCH_FR_")
@@ -62,12 +62,20 @@ def gpu_facts() -> list[dict]:
         out.append({"name": p.name, "memory_gib": round(p.total_memory / 2**30, 1)})
     return out
 
+def debug_level(environ=None) -> str:
+    "torch's c10d debug level (OFF, INFO, DETAIL): torch's own once `torch.distributed` is imported (it read TORCH_DISTRIBUTED_DEBUG then), else what it will read."
+    if environ is None and "torch.distributed" in sys.modules:
+        try: return sys.modules["torch.distributed"].get_debug_level().name
+        except Exception: pass
+    env = os.environ if environ is None else environ
+    return (env.get("TORCH_DISTRIBUTED_DEBUG") or "OFF").upper()
+
 def local_facts(environ=None) -> dict:
-    "This node's facts: host, versions, distributed variables, ranks on the node, GPUs."
+    "This node's facts: host, versions, distributed variables and torch's debug level, ranks on the node, GPUs."
     env = os.environ if environ is None else environ
     return {"host": socket.gethostname(), "node": int(env.get("GROUP_RANK", 0) or 0),
             "local_world_size": int(env.get("LOCAL_WORLD_SIZE", 1) or 1), **software_versions(),
-            "env": distributed_env(env), "gpus": gpu_facts()}
+            "env": distributed_env(env), "debug_level": debug_level(environ), "gpus": gpu_facts()}
 
 # %% ../../nbs/20b_node_facts.ipynb #4944c8dd
 def _minor(v: str | None) -> str | None: return ".".join(v.split("+")[0].split(".")[:2]) if v else v
@@ -75,6 +83,9 @@ def _minor(v: str | None) -> str | None: return ".".join(v.split("+")[0].split("
 FATAL_DIFFERENCES = {
     "env:TORCH_DISTRIBUTED_DEBUG": "with DETAIL or INFO torch wraps the process group in a checker that opens a helper group "
         "inside init_process_group; nodes without it never join that group, so init_process_group hangs until its timeout",
+    "torch_debug_level": "torch read TORCH_DISTRIBUTED_DEBUG when torch.distributed was imported (os.environ changed later does "
+        "nothing without dist.set_debug_level_from_env()); with DETAIL or INFO it wraps the process group in a checker whose "
+        "helper group the other nodes never join, so init_process_group hangs until its timeout",
     "torch": "different torch releases do not promise the same c10d, gloo and NCCL wire protocol: the job hangs or crashes "
         "at init_process_group or its first collective",
     "nccl": "two NCCL versions are not guaranteed to form one communicator: 'unhandled cuda error' or a hang at the first collective",
@@ -86,7 +97,7 @@ def _compared(f: dict) -> dict:
     gpus = ", ".join(f"{g['name']} {g['memory_gib']} GiB" for g in f.get("gpus", [])) or "none"
     return {"torch": _minor(f.get("torch")), "torch_build": f.get("torch"), "nccl": f.get("nccl"), "cuda": f.get("cuda"),
             "python": _minor(f.get("python")), "gpus": gpus, "local_world_size": f.get("local_world_size"),
-            **{f"env:{k}": v for k, v in env.items()}}
+            "torch_debug_level": f.get("debug_level"), **{f"env:{k}": v for k, v in env.items()}}
 
 def node_differences(facts: list[dict]) -> list[dict]:
     "Every fact that is not the same on all nodes: `what`, `values` (one per node, None = unset), `fatal`, `reason`."
@@ -125,7 +136,7 @@ def exchange_facts(timeout_s: float = FACTS_TIMEOUT_S, environ=None) -> list[dic
     store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False, timeout=timedelta(seconds=timeout_s))
     prefix = f"distlab/node_facts/{env.get('TORCHELASTIC_RUN_ID', '')}/{env.get('TORCHELASTIC_RESTART_COUNT', 0)}/"
     if int(env.get("LOCAL_RANK", 0) or 0) == 0:
-        store.set(prefix + str(int(env.get("GROUP_RANK", 0) or 0)), json.dumps(local_facts(env)))
+        store.set(prefix + str(int(env.get("GROUP_RANK", 0) or 0)), json.dumps(local_facts(environ)))  # None: this process's, torch's debug level included
     keys = [prefix + str(i) for i in range(nodes)]
     store.wait(keys, timedelta(seconds=timeout_s))
     return [json.loads(store.get(k)) for k in keys]
