@@ -54,8 +54,13 @@ class Diagnosis:
         return "\n".join(out)
 
 def _wrap(text: str, width: int = 100) -> list[str]:
-    import textwrap
-    return textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="  ") or ["  "]
+    "Each line of `text` wrapped to `width`, indented; a table's row (columns apart by runs of spaces, twice or more) kept as it is."
+    import re, textwrap
+    out = []
+    for line in text.split("\n"):
+        if len(re.findall(r"\S {2,}\S", line)) >= 2: out.append("  " + line.rstrip())
+        else: out += textwrap.wrap(line, width, initial_indent="  ", subsequent_indent="  ") or ["  "]
+    return out
 
 
 def _user_frames(frames: list[str]) -> list[str]:
