@@ -15,7 +15,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 DOCS, CHARS, CONTEXT, CLASSES = 25_000, 4000, 64, 4  # 100 MB of text: 25,000 documents of 4,000 characters
-BATCH, WORKERS, EPOCHS = 250, 2, 5
+BATCH, WORKERS, EPOCHS = 250, 2, 8
 
 
 def load_corpus():
