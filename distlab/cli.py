@@ -399,7 +399,7 @@ def _not_run(s, variant: str, nproc: int | None, as_json: bool) -> int | None:
     "When this process cannot run scenario `s`: say why in one line (stderr; with `as_json` its outcome too) and return EXIT_NOT_RUN."
     from distlab.scenarios.runner import not_run_reason, not_run_outcome
     nproc = nproc or s.default_nproc
-    if (why := not_run_reason(s, nproc)) is None: return None
+    if (why := not_run_reason(s, nproc, variant=variant)) is None: return None
     if as_json: print(json.dumps(not_run_outcome(s.id, variant, nproc, why).to_dict(), default=str))
     print(f"distlab: {s.id} ({variant}): {why}", file=sys.stderr)
     return EXIT_NOT_RUN
@@ -565,7 +565,7 @@ def tour(*, only=None, nproc=None, backend="auto", runs_root=None, plots_dir="di
             shared_by = sum(i in MONITORING_FAULTS for i, _ in jobs)
             if row := _tour_monitoring(sid, variant, monitoring, shared_by=shared_by, out=out): rows.append(row)
             continue
-        if why := not_run_reason(SCENARIOS[sid], nproc):
+        if why := not_run_reason(SCENARIOS[sid], nproc, variant=variant):
             print(why, flush=True, file=out); continue  # not a failure: this machine cannot run it
         o = run_scenario(sid, variant, nproc=nproc, backend=backend, runs_root=runs_root, timeout_s=timeout_s)
         plots = _save_plots(o.run_dir, Path(plots_dir) / f"{sid}-{variant}")

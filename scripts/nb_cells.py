@@ -4,8 +4,9 @@ export cell are skipped; `#| gpu` cells run. Needs fastcore (its `test_eq` and f
 
     python scripts/nb_cells.py nbs/81_gpu.ipynb [more.ipynb ...]
 
+Each notebook runs in a process of its own, as under nbdev-test (a cell may check that CUDA was never started).
 Prints one line per notebook (ok, or the failing cell and its traceback) and exits 1 if any failed."""
-import json, re, sys, traceback
+import json, re, subprocess, sys, traceback
 from pathlib import Path
 
 SKIP_FLAGS = {"slow"}
@@ -28,4 +29,5 @@ def run(path: Path) -> bool:
     print(f"ok   {path.name}", flush=True); return True
 
 if __name__ == "__main__":
-    sys.exit(0 if all([run(Path(p)) for p in sys.argv[1:]]) else 1)
+    if len(sys.argv) == 2: sys.exit(0 if run(Path(sys.argv[1])) else 1)
+    sys.exit(0 if all([subprocess.run([sys.executable, __file__, p]).returncode == 0 for p in sys.argv[1:]]) else 1)

@@ -10,7 +10,7 @@ from distlab.scenarios.lesson import lesson_ids, ran_hashes, script_source, show
 from helpers import gone_within
 
 FIXES = Path(__file__).parent / "fixes"
-HANGS_LESSONS = [s for s in lesson_ids() if SCENARIOS[s].family == "hangs"]
+HANGS_LESSONS = [s for s in lesson_ids() if SCENARIOS[s].family == "hangs" and not SCENARIOS[s].needs_gpu]  # GPU-only: tests/test_lessons_wrong_device.py
 # (scenario, a learner's script, passes?, what the verdict must say)
 TRIES = [
     ("uneven-batches", "join.py", True, ""),                 # Join([model]): the short rank shadows the others' all-reduces

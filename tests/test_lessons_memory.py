@@ -58,7 +58,8 @@ def test_broken_dies_of_the_real_limit_and_the_figure_shows_the_failed_allocatio
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sid,variant", [(s, v) for s in MEMORY for v in SCENARIOS[s].variants if v != "broken"])
+@pytest.mark.parametrize("sid,variant", [(s, v) for s in MEMORY for v, var in SCENARIOS[s].variants.items()
+                                         if v != "broken" and not var.needs_gpu])  # the GPU ones: tests/test_memory_gpu.py
 def test_each_fix_trains_every_step_under_the_budget_running_the_script_shown(runs, sid, variant):
     o = runs["run", sid, variant]
     assert o.matched and o.diagnosis is None, f"{o.problems}\nfailure: {o.failure}\n{o.diagnosis_text or ''}"

@@ -46,3 +46,22 @@ def test_one_gpu_as_a_12_and_8_cluster(tmp_path):
     res = _run(tmp_path, "cuda-uneven", {"budgets_mib": [400, 48]}, nproc=2, backend="gloo")
     assert res.status == "failed" and res.diagnosis is not None and res.diagnosis.kind == "rank-died"
     assert list(res.diagnosis.culprit_ranks) == [1], res.diagnosis.text()
+
+
+@pytest.mark.timeout(400)
+def test_the_memory_lessons_fail_and_are_fixed_on_one_gpu(tmp_path):
+    # the catalogue's own runs at world 1 on NCCL: the GPU budgets of the scenarios (DISTLAB_GPU_MEMORY_BUDGET_MIB), torch's
+    # real CUDA out-of-memory error, CPU offload as the one-GPU fix, the fused attention kernel against the math backend
+    from pathlib import Path
+    from distlab.scenarios import run_scenario
+    from distlab.scenarios.lesson import try_fix
+    runs = {(sid, v): run_scenario(sid, v, nproc=1, backend="nccl", runs_root=tmp_path)
+            for sid, v in (("oom", "broken"), ("oom", "fixed-offload"), ("attention-memory", "broken"), ("attention-memory", "fixed"))}
+    for key, o in runs.items(): assert o.matched, (key, o.status, o.problems, o.figures)
+    assert runs["oom", "broken"].figures["broken_signature"] == "cuda-oom", runs["oom", "broken"].figures
+    off = runs["oom", "fixed-offload"].figures
+    assert off["offload_params_mib"] + off["offload_optimizer_mib"] < 1, off  # the state lives in host memory
+    assert runs["attention-memory", "broken"].figures["attention_broken_failed_asked_mib"] >= 64, runs["attention-memory", "broken"].figures
+    math = try_fix("attention-memory", Path(__file__).parent / "fixes" / "attention-memory" / "math_backend.py", nproc=1,
+                   backend="nccl", runs_root=tmp_path)
+    assert not math.passed and "out of memory" in " ".join(math.reasons).lower(), math.reasons

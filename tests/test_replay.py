@@ -21,7 +21,9 @@ sys.addaudithook(_audit)
 def test_every_hangs_scenario_is_recorded_broken_and_fixed():
     from distlab.scenarios import SCENARIOS
     have = set(recordings())
-    missing = [sid for sid, s in SCENARIOS.items() if s.family == "hangs" and not {(sid, "broken"), (sid, "fixed")} <= have]
+    # a GPU-only scenario is not recorded: scripts/record.py records at world 2 on CPU, where it is not run
+    missing = [sid for sid, s in SCENARIOS.items() if s.family == "hangs" and not s.needs_gpu and not {(sid, "broken"), (sid, "fixed")} <= have]
+    assert not [sid for sid, s in SCENARIOS.items() if s.needs_gpu and sid in {r for r, _ in have}], "a GPU-only scenario's recording: CI cannot check it against a fresh run"
     assert not missing, f"scenarios of the hangs family with no recording: {missing}; make them: python scripts/record.py --only {' '.join(missing)}"
 
 

@@ -12,7 +12,10 @@ import pytest
 from distlab.scenarios import SCENARIOS, run_scenario
 from helpers import gone_within
 
-HANGS = sorted(s.id for s in SCENARIOS.values() if s.family == "hangs")
+# the family at world 2 on gloo, as walkthrough 01 runs it; a GPU-only scenario (collective-wrong-device: NCCL refusing a
+# host tensor) is recorded there as not run on CPU, and tests/test_lessons_wrong_device.py runs it on a GPU
+HANGS = sorted(s.id for s in SCENARIOS.values() if s.family == "hangs" and not s.needs_gpu)
+GPU_ONLY = sorted(s.id for s in SCENARIOS.values() if s.family == "hangs" and s.needs_gpu)
 NPROC = 2  # the walkthrough's world size; tests/test_cli.py runs uneven-batches broken and fixed at world 4
 WALKTHROUGH = "01_hangs_and_mismatches"
 REPEATS = 3  # runs of each racy broken variant (the walkthrough's is the first): the same diagnosis every time
@@ -176,6 +179,7 @@ CHECKS = {"uneven-batches": check_uneven_batches, "rank-conditional-collective":
 
 def test_every_hangs_scenario_has_checks():
     assert set(HANGS) == set(CHECKS), "add a check_* for each scenario of the hangs family"
+    assert GPU_ONLY == ["collective-wrong-device"], f"a GPU-only hangs scenario needs GPU tests of its own, as tests/test_lessons_wrong_device.py: {GPU_ONLY}"
     assert set(RACY) <= set(HANGS), set(RACY) - set(HANGS)
     for sid in HANGS:
         s = SCENARIOS[sid]

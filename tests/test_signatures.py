@@ -73,6 +73,12 @@ def test_cuda_oom_on_a_shared_gpu_names_the_other_process():
     check_own_signature("cuda-oom", text, 1, {"tried_gib": 8.0, "free_gib": 2.84, "total_gib": 79.19, "reserved_gib": 69.66,
                         "reserved_unallocated_gib": 2.96, "allocated_gib": 66.7, "gpu": 1, "other_processes_gib": {40871: 6.02}})
 
+def test_a_checkpoint_from_a_second_gpu_on_a_one_gpu_machine():
+    "torch's other wording of checkpoint-device (real, one H200): the storages name cuda:1, torch counts one GPU here."
+    text = read_log("checkpoint-device-count")
+    assert text.startswith("# real log")
+    check_own_signature("checkpoint-device", text, None, {"saved_on": "cuda:1", "devices_here": 1})
+
 def test_healthy_run_matches_nothing():
     text = read_log("healthy")
     assert "training finished" in text

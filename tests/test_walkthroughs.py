@@ -22,7 +22,7 @@ def test_walkthrough(nb, walkthroughs):
     from distlab.scenarios import SCENARIOS
     from distlab.scenarios.runner import not_run_reason
     for o in (o for o in outcomes if o.get("not_run")):  # passed over: only where this process lacks what the scenario needs
-        why = not_run_reason(SCENARIOS[o["scenario"]], o["nproc"])
+        why = not_run_reason(SCENARIOS[o["scenario"]], o["nproc"], variant=o["variant"])
         assert why is not None, f"{o['scenario']}/{o['variant']} was not run, where this process (uid {os.getuid()}) can run it: {o['not_run']}"
         assert o["not_run"] == why and why.startswith("not run: ") and o["run_dir"] is None, (o["not_run"], why)
     from distlab.scenarios.on_nodes import NODE_FAULTS

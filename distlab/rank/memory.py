@@ -45,30 +45,31 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     "The part of `t` this rank holds: a DTensor's local shard, else `t` itself."
     return t.to_local() if hasattr(t, "to_local") and hasattr(t, "placements") else t
 
-def tensor_bytes(tensors) -> int:
-    "Bytes of the storages behind `tensors` on this rank, each storage counted once (views and shared weights too)."
+def tensor_bytes(tensors, device=None) -> int:
+    "Bytes of the storages behind `tensors` on this rank (`device`: only those on it), each storage counted once (views and shared weights too)."
     seen, total = set(), 0
     for t in tensors:
         if t is None or not isinstance(t, torch.Tensor): continue
         t = _local(t)
+        if device is not None and t.device != device: continue  # offloaded to the host: not in this device's memory
         st = t.untyped_storage()
         key = (st.data_ptr(), t.device)
         if key in seen or st.nbytes() == 0: continue
         seen.add(key); total += st.nbytes()
     return total
 
-def params_bytes(model: torch.nn.Module) -> int:
-    "Bytes of `model`'s parameters held by this rank."
-    return tensor_bytes(model.parameters())
+def params_bytes(model: torch.nn.Module, device=None) -> int:
+    "Bytes of `model`'s parameters held by this rank (`device`: on that device only)."
+    return tensor_bytes(model.parameters(), device)
 
-def grads_bytes(model: torch.nn.Module) -> int:
-    "Bytes of the gradients that exist now (None gradients count nothing)."
-    return tensor_bytes(p.grad for p in model.parameters())
+def grads_bytes(model: torch.nn.Module, device=None) -> int:
+    "Bytes of the gradients that exist now (None gradients count nothing; `device`: on that device only)."
+    return tensor_bytes((p.grad for p in model.parameters()), device)
 
-def optimizer_bytes(opt) -> int:
-    "Bytes of the optimizer's state tensors (Adam's two moments, momentum buffers, ...)."
+def optimizer_bytes(opt, device=None) -> int:
+    "Bytes of the optimizer's state tensors (Adam's two moments, momentum buffers, ...; `device`: on that device only)."
     if opt is None: return 0
-    return tensor_bytes(v for state in opt.state.values() for v in state.values() if isinstance(v, torch.Tensor))
+    return tensor_bytes((v for state in opt.state.values() for v in state.values() if isinstance(v, torch.Tensor)), device)
 
 # %% ../../nbs/19b_memory.ipynb #69fe51ba
 @dataclass
@@ -131,9 +132,10 @@ class MemoryMonitor:
             pm = process_memory()
             peak, current = pm["peak_rss_bytes"], pm["rss_bytes"]
             reserved = peak
-        p = params_bytes(self.model) if self.model is not None else 0
-        g = grads_bytes(self.model) if self.model is not None else 0
-        o = optimizer_bytes(self.opt)
+        on = self.device if self.on_gpu else None  # a GPU's memory holds only what is on it (CPU offload moves state to the host)
+        p = params_bytes(self.model, on) if self.model is not None else 0
+        g = grads_bytes(self.model, on) if self.model is not None else 0
+        o = optimizer_bytes(self.opt, on)
         held = max(current, self.baseline_bytes + p + g + o)
         return MemoryReading(step=step, device=str(self.device), peak_bytes=peak, current_bytes=current, reserved_bytes=reserved,
                              baseline_bytes=self.baseline_bytes, params_bytes=p, grads_bytes=g, optimizer_bytes=o,

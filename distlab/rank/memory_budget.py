@@ -8,12 +8,13 @@ import os, re, sys, time
 from .events import emit, rank_writer
 
 # %% auto #0
-__all__ = ['MEMORY_BUDGET_ENV', 'MEMORY_STEPS_ENV', 'rank_budget_mib', 'requested_bytes', 'StepMemory', 'install_from_env',
-           'start']
+__all__ = ['MEMORY_BUDGET_ENV', 'MEMORY_STEPS_ENV', 'GPU_MEMORY_BUDGET_ENV', 'rank_budget_mib', 'requested_bytes', 'StepMemory',
+           'GpuStepMemory', 'install_from_env', 'start', 'start_gpu']
 
 # %% ../../nbs/19m_memory_budget.ipynb #1624d269
 MEMORY_BUDGET_ENV = "DISTLAB_MEMORY_BUDGET_MIB"  # "176" (every rank) or "230,176" (rank r takes item r % n): MiB each rank may grow by
 MEMORY_STEPS_ENV = "DISTLAB_MEMORY_STEPS"  # "1": a `memory` event per optimizer step, without a limit
+GPU_MEMORY_BUDGET_ENV = "DISTLAB_GPU_MEMORY_BUDGET_MIB"  # the same for ranks on a CUDA GPU (NCCL): MiB its caching allocator may reserve
 
 def rank_budget_mib(value: str, rank: int) -> float:
     "Rank `rank`'s budget in MiB from the value of `DISTLAB_MEMORY_BUDGET_MIB`: one number for every rank, or one per rank, comma-separated."
@@ -110,6 +111,56 @@ class StepMemory:
                  error=f"{type(e).__name__}: {e}"[:300])
         except Exception as err: print(f"distlab: no record of the failed step: {err!r}", file=sys.stderr)
 
+# %% ../../nbs/19m_memory_budget.ipynb #29e7570d
+class GpuStepMemory:
+    "`StepMemory` for a rank on a CUDA GPU: the caching allocator may reserve `budget_mib` more than it holds now (a per-process fraction of the card), and torch's own counters make the records."
+    def __init__(self, budget_mib: float | None, device):  # MiB the rank may reserve from now (None: record only); its GPU
+        import torch
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        from distlab.rank.memory import MIB, MemoryMonitor, limit_device_memory
+        torch.cuda.init()  # the allocator's per-device counters exist only once CUDA is up (NCCL's init does not start it)
+        self.device, self.budget_mib, self.steps, self.seen = torch.device(device), budget_mib, 0, _Stepped()
+        self.reserved0 = torch.cuda.memory_reserved(self.device)  # what NCCL's init left in the allocator (usually 0)
+        self.limit = self.reserved0 + int(budget_mib * MIB) if budget_mib else None
+        if self.limit: limit_device_memory(self.limit, self.device)
+        self.mon = MemoryMonitor(self.device, emit_events=True)  # baseline: allocated now
+        if budget_mib: self.mon.budget_bytes = self.mon.baseline_bytes + int(budget_mib * MIB)
+        self.mon.watch(self.seen, self.seen)
+        self._hook = register_optimizer_step_post_hook(self.after_step)
+        self.t_last = time.perf_counter()
+        if budget_mib:
+            emit("note", text=f"GPU memory budget: {self.device}'s caching allocator may reserve {budget_mib:g} MiB "
+                              f"from here (torch.cuda.set_per_process_memory_fraction; {self.reserved0 >> 20} MiB reserved now)")
+
+    def _grown(self, peak: bool) -> int:
+        import torch
+        return (torch.cuda.max_memory_reserved if peak else torch.cuda.memory_reserved)(self.device) - self.reserved0
+
+    def after_step(self, opt, args, kwargs):
+        "The optimizer's post-step hook: one `memory` and one `step` event."
+        if not any(o is opt for o in self.seen.opts): self.seen.opts.append(opt)
+        if opt is not self.seen.opts[0]: return
+        now = time.perf_counter()
+        self.mon.step_done(self.steps, data_growth_bytes=self._grown(peak=True), step_s=round(now - self.t_last, 4))
+        self.t_last = now
+        emit("step", step=self.steps)
+        self.steps += 1
+
+    def failed(self):
+        "Before the rank's `exit` event: when it is leaving on a CUDA out-of-memory error, a `memory` event for the step that failed."
+        e = sys.exc_info()[1]
+        asked = requested_bytes(str(e)) if e is not None else None
+        if asked is None: return
+        try:
+            import gc, torch
+            grown = self._grown(peak=False)  # what the allocator holds as it gives up (it frees its cache before raising)
+            if not self.seen.opts: self.seen.opts += [o for o in gc.get_objects() if isinstance(o, torch.optim.Optimizer)]
+            r = self.mon.read(self.steps)
+            emit("memory", **r.to_event(), failed=True, requested_bytes=asked, data_growth_bytes=grown,
+                 error=f"{type(e).__name__}: {e}"[:300])
+        except Exception as err: print(f"distlab: no record of the failed step: {err!r}", file=sys.stderr)
+
+
 # %% ../../nbs/19m_memory_budget.ipynb #8a2c9976
 _recorder: StepMemory | None = None
 
@@ -117,14 +168,20 @@ def install_from_env(environ=None) -> bool:
     "Under distlab, with `DISTLAB_MEMORY_BUDGET_MIB` (or `DISTLAB_MEMORY_STEPS=1`) set: start the budget and the step records when the process group is up."
     env = os.environ if environ is None else environ
     raw, steps = env.get(MEMORY_BUDGET_ENV, "").strip(), env.get(MEMORY_STEPS_ENV) == "1"
-    if rank_writer() is None or not (raw or steps): return False
-    if env.get("DISTLAB_BACKEND") == "nccl": return False  # GPU ranks: the GPU's own size is the limit, and its allocator the record
-    budget = rank_budget_mib(raw, int(env.get("RANK", "0") or 0)) if raw else None
+    gpu_raw = env.get(GPU_MEMORY_BUDGET_ENV, "").strip()
+    if rank_writer() is None or not (raw or steps or gpu_raw): return False
+    rank = int(env.get("RANK", "0") or 0)
+    on_gpu = env.get("DISTLAB_BACKEND") == "nccl"  # one GPU per rank: the budget is of GPU memory, the record the allocator's
+    budget = rank_budget_mib(gpu_raw if on_gpu else raw, rank) if (gpu_raw if on_gpu else raw) else None
     import torch.distributed as dist
     init = dist.init_process_group
     def init_process_group(*args, **kwargs):
         out = init(*args, **kwargs)
-        start(budget)
+        if on_gpu:
+            import torch
+            start_gpu(budget, torch.device("cuda", int(env.get("LOCAL_RANK", "0") or 0) % max(1, torch.cuda.device_count())),
+                      cpu_budget_mib=rank_budget_mib(raw, rank) if raw and budget is None else None)
+        else: start(budget)
         return out
     init_process_group.__wrapped__ = init
     dist.init_process_group = init_process_group
@@ -137,4 +194,16 @@ def start(budget_mib: float | None) -> StepMemory:
         _recorder = StepMemory(budget_mib)
         w = rank_writer()
         if w is not None: w.flushers.append(_recorder.failed)
+    return _recorder
+
+def start_gpu(budget_mib: float | None, device, cpu_budget_mib: float | None = None) -> GpuStepMemory:
+    "`start` for a rank on CUDA GPU `device` (`cpu_budget_mib`: a CPU budget it was given instead, said in a note)."
+    global _recorder
+    if _recorder is None:
+        _recorder = GpuStepMemory(budget_mib, device)
+        w = rank_writer()
+        if w is not None: w.flushers.append(_recorder.failed)
+        if budget_mib is None and cpu_budget_mib is not None:
+            emit("note", text=f"{MEMORY_BUDGET_ENV}={cpu_budget_mib:g} is a budget for CPU ranks; this rank trains on {device}, "
+                              f"whose own size is its limit (set {GPU_MEMORY_BUDGET_ENV} for a smaller one)")
     return _recorder

@@ -52,6 +52,10 @@ class Variant:
     "the learner-facing script its ranks run instead of the rank function: a file in the scenario's lesson folder"
     args: tuple[str, ...] = ()
     "command-line arguments for `script`"
+    min_nproc: int = 0
+    "ranks this variant needs when it needs more than its scenario (sharding over ranks saves nothing on one); 0: the scenario's"
+    needs_gpu: bool = False
+    "it runs only where torch has a CUDA GPU (NCCL's device rules, CPU offload to host memory); elsewhere it is not run, with that reason"
 
 @dataclass(kw_only=True, frozen=True)
 class Scenario:
@@ -97,6 +101,11 @@ class Scenario:
         if name not in self.variants:
             raise ValueError(f"scenario {self.id!r} has no variant {name!r}; use one of {', '.join(self.variants)}")
         return self.variants[name]
+
+    @property
+    def needs_gpu(self) -> bool:
+        "Every variant needs a CUDA GPU: the failure is the GPU's own (NCCL refusing a host tensor)."
+        return all(v.needs_gpu for v in self.variants.values())
 
     @property
     def has_lesson(self) -> bool:

@@ -13,19 +13,19 @@ from torch.utils.checkpoint import checkpoint
 
 from ..rank.events import read_events, event_ranks, emit
 from ..rank.memory import MIB, MemoryMonitor, apply_memory_limit, limit_device_memory
-from ..rank.memory_budget import MEMORY_BUDGET_ENV, MEMORY_STEPS_ENV
+from ..rank.memory_budget import GPU_MEMORY_BUDGET_ENV, MEMORY_BUDGET_ENV, MEMORY_STEPS_ENV
 from ..rank.worker import RankContext
 from ..train.memory_guards import check_memory_budget
 from . import Scenario, Variant, Expect, Measured, register
 
 # %% auto #0
-__all__ = ['PLAN_MARGIN', 'ATTENTION_BUDGET_MIB', 'ATTENTION_SCORES_MIB', 'MIN_LEAK_MIB_PER_STEP', 'MAX_FLAT_MIB_PER_STEP',
-           'OOM_MODEL', 'OOM_BUDGET_MIB', 'UNEVEN_BUDGETS_MIB', 'FieldsMLP', 'build_fields_mlp', 'batch_for',
-           'rank_device', 'budget_mib', 'rank_budget', 'warm_up', 'train_with_budget', 'memory_events', 'rank_peaks',
-           'peak_figures', 'check_oom_broken', 'failed_allocation', 'check_oom_accumulation', 'check_oom_checkpoint',
-           'check_oom_bf16', 'check_oom_fsdp', 'plan_micro_batch', 'check_uneven_broken', 'micro_batches',
-           'check_uneven_fixed', 'check_attention_broken', 'check_attention_fixed', 'check_leak_broken',
-           'check_leak_fixed', 'budget_env']
+__all__ = ['PLAN_MARGIN', 'ATTENTION_BUDGET_MIB', 'ATTENTION_GPU_BUDGET_MIB', 'ATTENTION_SCORES_MIB', 'MIN_LEAK_MIB_PER_STEP',
+           'MAX_FLAT_MIB_PER_STEP', 'OOM_MODEL', 'OOM_BUDGET_MIB', 'UNEVEN_BUDGETS_MIB', 'OOM_GPU_BUDGET_MIB',
+           'FieldsMLP', 'build_fields_mlp', 'batch_for', 'rank_device', 'budget_mib', 'rank_budget', 'warm_up',
+           'train_with_budget', 'memory_events', 'rank_peaks', 'peak_figures', 'check_oom_broken', 'failed_allocation',
+           'check_oom_accumulation', 'check_oom_checkpoint', 'check_oom_bf16', 'check_oom_offload', 'check_oom_fsdp',
+           'plan_micro_batch', 'check_uneven_broken', 'micro_batches', 'check_uneven_fixed', 'check_attention_broken',
+           'check_attention_fixed', 'check_leak_broken', 'check_leak_fixed', 'budget_env']
 
 # %% ../../nbs/46_memory.ipynb #f100f726
 class FieldsMLP(nn.Module):
@@ -224,6 +224,14 @@ def check_oom_bf16(result) -> Measured:
     "Fixed by bf16 autocast: fits."
     return _check_fits(result, "bf16")
 
+def check_oom_offload(result) -> Measured:
+    "Fixed by CPU offload: fits, and the GPU holds (almost) none of the weights, gradients or Adam state between steps."
+    m = _check_fits(result, "offload")
+    if m.problems: return m
+    state = sum(m.figures[f"offload_{k}_mib"] for k in ("params", "grads", "optimizer"))
+    if state > 1: m.problems.append(f"the GPU still holds {state} MiB of weights, gradients and Adam state: nothing was offloaded")
+    return m
+
 def check_oom_fsdp(result) -> Measured:
     "Fixed by FSDP: fits, and each rank holds about 1/W of the parameters (measured local shards)."
     import runpy
@@ -301,6 +309,7 @@ def check_uneven_fixed(result) -> Measured:
 
 # %% ../../nbs/46_memory.ipynb #36d30abb
 ATTENTION_BUDGET_MIB = 144  # measured above the start: fixed.py peaks at 113 MiB; broken.py holds 97 when it asks for 64 more (~350 at its peak)
+ATTENTION_GPU_BUDGET_MIB = 220  # on one CUDA GPU, reserved by the caching allocator after init (benchmarks/gpu_memory_budgets.py)
 ATTENTION_SCORES_MIB = 4 * 2048 * 2048 * 4 / MIB  # one layer's score matrix: heads x sequence x sequence float32 numbers
 
 def check_attention_broken(result) -> Measured:
@@ -355,9 +364,11 @@ OOM_BUDGET_MIB = 176  # MiB each rank may grow by after init_process_group; size
 UNEVEN_BUDGETS_MIB = (230, 176)  # rank 0 (the bigger card) and rank 1 (the smaller one)
 _MALLOC = {"MALLOC_MMAP_THRESHOLD_": "131072"}  # glibc: each tensor over 128 KiB gets its own mapping, returned when freed
 
-def budget_env(*mibs: float) -> dict:
-    "The launch environment of a run whose ranks get these budgets (one for all, or one per rank)."
-    return {MEMORY_BUDGET_ENV: ",".join(f"{m:g}" for m in mibs), **_MALLOC}
+OOM_GPU_BUDGET_MIB = 290  # the same on one CUDA GPU: MiB the caching allocator may reserve after init (benchmarks/gpu_memory_budgets.py)
+
+def budget_env(*mibs: float, gpu: float | None = None) -> dict:
+    "The launch environment of a run whose ranks get these budgets (one for all, or one per rank; `gpu`: the budget of a rank on a CUDA GPU)."
+    return {MEMORY_BUDGET_ENV: ",".join(f"{m:g}" for m in mibs), **_MALLOC, **({GPU_MEMORY_BUDGET_ENV: f"{gpu:g}"} if gpu else {})}
 
 _OOM_EXPLANATION = (
     "A training step needs, at its peak, the model's state (parameters, their gradients, the optimizer's state: two "
@@ -379,7 +390,7 @@ _OOM_EXPLANATION = (
 
 register(Scenario(
     id="oom", title="Out of memory: the step does not fit, and four fixes with their cost",
-    family="memory", seeds=("000", "001", "002", "003", "004"), default_nproc=2, timeout_s=240.0,
+    family="memory", seeds=("000", "001", "002", "003", "004"), default_nproc=2, min_nproc=1, timeout_s=240.0,
     symptom="`RuntimeError: CUDA out of memory. Tried to allocate ...` (on CPU: `DefaultCPUAllocator: can't allocate "
             "memory`) in the first steps, on every rank; a smaller batch makes it go away.",
     explanation=_OOM_EXPLANATION,
@@ -389,7 +400,7 @@ register(Scenario(
            "Split the batch into micro-batches, scale each loss by its share of the batch and call backward on each (under "
            "model.no_sync() for all but the last), then one opt.step(). Checkpointing the blocks, bf16 autocast or "
            "fully_shard work too; catching the error does not."),
-    launch_options={"env": budget_env(OOM_BUDGET_MIB)},
+    launch_options={"env": budget_env(OOM_BUDGET_MIB, gpu=OOM_GPU_BUDGET_MIB)},
     variants={
         "broken": Variant(name="broken", description=f"DDP + Adam, the whole batch of 32768 in one pass, under a {OOM_BUDGET_MIB} MiB budget",
                           script="broken.py", expect=Expect(status="failed", kind="rank-died", checks=(f"{_P}:check_oom_broken",))),
@@ -401,7 +412,11 @@ register(Scenario(
         "fixed-bf16": Variant(name="fixed-bf16", description="bf16 autocast (weights, gradients and Adam state stay float32)",
                               script="fixed-bf16.py", expect=Expect(status="ok", equal_steps=True, min_steps=2, checks=(f"{_P}:check_oom_bf16",))),
         "fixed-fsdp": Variant(name="fixed-fsdp", description="FSDP2 fully_shard on every table and block (gloo on CPU)",
-                              script="fixed-fsdp.py", expect=Expect(status="ok", equal_steps=True, min_steps=2, checks=(f"{_P}:check_oom_fsdp",))),
+                              script="fixed-fsdp.py", min_nproc=2,  # one rank's shard is the whole model
+                              expect=Expect(status="ok", equal_steps=True, min_steps=2, checks=(f"{_P}:check_oom_fsdp",))),
+        "fixed-offload": Variant(name="fixed-offload", description="FSDP2 with CPUOffloadPolicy: weights, gradients and Adam state in host memory (a GPU's fix, on one GPU too)",
+                                 script="fixed-offload.py", needs_gpu=True,
+                                 expect=Expect(status="ok", equal_steps=True, min_steps=2, checks=(f"{_P}:check_oom_offload",))),
     }))
 
 register(Scenario(
@@ -467,7 +482,7 @@ register(Scenario(
 # %% ../../nbs/46_memory.ipynb #54cecedf
 register(Scenario(
     id="attention-memory", title="Attention written by hand: a sequence x sequence matrix per head, per layer",
-    family="memory", seeds=(), default_nproc=2, timeout_s=180.0,  # distlab's own addition: no guide describes it
+    family="memory", seeds=(), default_nproc=2, min_nproc=1, timeout_s=180.0,  # distlab's own addition: no guide describes it
     symptom="Out of memory as soon as the sequences get long (`CUDA out of memory. Tried to allocate 64.00 MiB`, on CPU "
             "`DefaultCPUAllocator: can't allocate memory`), while a model with more parameters and shorter sequences "
             "fits; doubling the sequence length quadruples what the step asks for.",
@@ -486,7 +501,7 @@ register(Scenario(
            "The score matrix is needed only one block of keys at a time: a fused attention kernel never holds all of it.",
            "Call `nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)` in place of the three lines: "
            "no mask, no matrix."),
-    launch_options={"env": budget_env(ATTENTION_BUDGET_MIB)},
+    launch_options={"env": budget_env(ATTENTION_BUDGET_MIB, gpu=ATTENTION_GPU_BUDGET_MIB)},
     variants={
         "broken": Variant(name="broken", description=f"softmax(q @ k.T) @ v by hand, sequences of 2048, under a {ATTENTION_BUDGET_MIB} MiB budget",
                           script="broken.py", expect=Expect(status="failed", kind="rank-died", checks=(f"{_P}:check_attention_broken",))),

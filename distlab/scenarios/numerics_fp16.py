@@ -103,7 +103,7 @@ def _lesson(name: str, description: str, expect: Expect) -> Variant:
 
 register(Scenario(
     id="fp16-overflow", title="fp16 overflow: a value float16 cannot hold turns every rank's loss NaN",
-    family="numerics", seeds=("004", "001", "003"), default_nproc=2, timeout_s=120.0,
+    family="numerics", seeds=("004", "001", "003"), default_nproc=2, min_nproc=1, timeout_s=120.0,  # one GPU: world 1
     symptom="Mixed-precision training in float16 runs normally, then the loss prints `nan` on one rank, and from the next "
             "step on every rank, for good. The same job in float32 trains; gradient clipping is on and does not help, and "
             "`torch.isnan(batch)` finds nothing wrong with the data.",

@@ -15,8 +15,8 @@ from ..run.launch import launch, Run, RunResult
 from . import Expect, Measured, NotRunnable, Scenario, get_scenario, unmet_needs
 
 # %% auto #0
-__all__ = ['ScenarioOutcome', 'measure', 'compare', 'scenario_outcome', 'start_scenario', 'run_scenario', 'not_run_reason',
-           'not_run_outcome']
+__all__ = ['ScenarioOutcome', 'measure', 'compare', 'scenario_outcome', 'start_scenario', 'run_scenario', 'cuda_missing',
+           'not_run_reason', 'not_run_outcome']
 
 # %% ../../nbs/44_runner.ipynb #a72c81c6
 @dataclass(kw_only=True)
@@ -89,9 +89,13 @@ def scenario_outcome(id: str, variant: str, result: RunResult, nproc: int) -> Sc
                            run_dir=result.run_dir, duration_s=result.duration_s, figures=measured.figures)
 
 # %% ../../nbs/44_runner.ipynb #b648e591
-def _check_nproc(s: Scenario, nproc: int):
+def _check_nproc(s: Scenario, nproc: int, variant: str | None = None):
     if nproc < s.min_nproc:
         raise ValueError(f"nproc={nproc}: scenario {s.id!r} needs at least {s.min_nproc} ranks to show its failure; use nproc>={s.min_nproc}")
+    v = s.variant(variant) if variant is not None else None
+    if v is not None and nproc < v.min_nproc:
+        raise ValueError(f"nproc={nproc}: {s.id!r} variant {variant!r} ({v.description}) needs at least {v.min_nproc} ranks; "
+                         f"use nproc>={v.min_nproc}, or another variant")
 
 def start_scenario(id: str, variant: str = "broken", *, nproc: int | None = None, backend: str = "auto",
                    runs_root: str | Path | None = None, timeout_s: float | None = None, train: dict | None = None,
@@ -100,8 +104,8 @@ def start_scenario(id: str, variant: str = "broken", *, nproc: int | None = None
     "Launch scenario `id` in `variant` on `nproc` ranks (`script`: run this file instead, e.g. a learner's fix); returns the `Run` at once."
     s = get_scenario(id); v = s.variant(variant)
     nproc = nproc or s.default_nproc
-    _check_nproc(s, nproc)
-    if why := not_run_reason(s, nproc): raise NotRunnable(why)
+    _check_nproc(s, nproc, variant)
+    if why := not_run_reason(s, nproc, variant=variant): raise NotRunnable(why)
     opts = {**s.launch_options, **launch_options}
     opts["env"] = {**(opts.get("env") or {}), FAST_EXIT_ENV: "1"}  # see distlab.rank.shim: torch's teardown abort is not the lesson
     undo = load_rank_fn(s.setup)() if s.setup else None  # what else the machine holds: made before the ranks start
@@ -163,12 +167,30 @@ def _made_as_root(s: Scenario, nproc: int | None = None) -> str:
         return Limits(**s.limits).describe(nproc or s.default_nproc)
     return "a rank mounts a small tmpfs in a mount namespace of its own"
 
+def cuda_missing(nproc: int = 1) -> str | None:
+    "Why torch cannot give each of `nproc` local ranks a CUDA GPU of its own on this machine, in a few words; None when it can."
+    from distlab.run.launch import gpu_driver_present
+    if not gpu_driver_present():
+        return "this machine has no GPU driver (no /dev/nvidia0 or /proc/driver/nvidia/gpus): run it on a machine with an NVIDIA GPU"
+    import torch
+    if not torch.cuda.is_available(): return f"torch {torch.__version__} sees no CUDA GPU here (a CPU-only build?): install torch built with CUDA"
+    if (n := torch.cuda.device_count()) < nproc:
+        return f"{nproc} ranks need a GPU each and torch sees {n} here: use --nproc {n}"
+    return None
+
 def not_run_reason(s: Scenario,
                    nproc: int | None = None,  # ranks of the run (names the ranks its limits apply to)
                    euid: int | None = None,  # the user id to judge (default: this process's)
                    status: str | None = None,  # /proc/self/status text to read capabilities from (default: this process's)
+                   variant: str | None = None,  # the variant to run (one may need a GPU where the others do not)
+                   gpu_missing=cuda_missing,  # (nproc) -> why there is no CUDA GPU for each rank here, or None
                   ) -> str | None:
-    "One line saying why this process cannot run scenario `s` (`not run: needs root (...)`); None when it can."
+    "One line saying why this process cannot run scenario `s` (`not run: needs root (...)`, `not run: needs a CUDA GPU (...)`); None when it can."
+    v = s.variant(variant) if variant is not None else None
+    if s.needs_gpu or (v is not None and v.needs_gpu):
+        if why := gpu_missing(nproc or s.default_nproc):
+            what = v.description if v is not None else s.title
+            return f"not run: needs a CUDA GPU ({what}); {why}"
     if unmet_needs(s, euid=euid, status=status):
         uid = os.getuid() if euid is None else euid
         return (f"not run: needs root ({_made_as_root(s, nproc)}; this process, uid {uid}, lacks CAP_SYS_ADMIN: "

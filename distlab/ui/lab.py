@@ -427,7 +427,7 @@ class ScenarioLab:
         sid, nproc = self.picker.value, int(self.nproc.value)
         self.scenarios[sid].variant(variant)  # an unknown variant fails here, naming the ones there are
         from distlab.scenarios.runner import not_run_reason, not_run_outcome
-        if why := not_run_reason(self.scenarios[sid], nproc):  # passed over: recorded with its reason, never a failure
+        if why := not_run_reason(self.scenarios[sid], nproc, variant=variant):  # passed over: recorded with its reason, never a failure
             self.message.value = f"<span class='distlab-not-run'>{html.escape(sid)} ({variant}): {html.escape(why)}</span>"
             print(f"{sid} / {variant}: {why}", flush=True)
             self._add(not_run_outcome(sid, variant, nproc, why).to_dict())
