@@ -67,29 +67,43 @@ class StepMemory:
     "Per optimizer step: this rank's peak and what it holds (a `memory` event); at a failed allocation, what was asked for."
     def __init__(self, budget_mib: float | None):  # MiB the rank may grow by from now (None: record only)
         import torch
-        from torch.optim.optimizer import register_optimizer_step_post_hook
         from distlab.rank.memory import MIB, apply_memory_limit, process_memory
         torch.ones(1 << 18).add_(1)  # torch's intra-op threads start now, so their stacks are in the baseline
         import torch._dynamo  # imported by every optimizer's constructor: ~70 MiB of the host's Python, not of the "card"
         self.budget_mib, self.steps, self.seen = budget_mib, 0, _Stepped()
         self.data0 = process_memory()["data_bytes"]
         self.limit = apply_memory_limit(int(budget_mib * MIB)) if budget_mib else None
-        self.mon = _anon_monitor()  # baseline: what the rank holds now
+        self._record(_anon_monitor(), budget_mib)  # baseline: what the rank holds now
+        if budget_mib:
+            emit("note", text=f"memory budget: this rank may grow by {budget_mib:g} MiB from here "
+                              f"(RLIMIT_DATA {self.limit >> 20} MiB = its data segment now + {budget_mib:g} MiB)")
+
+    def _record(self, mon, budget_mib: float | None):
+        "Record every optimizer step from now with `mon`, whose baseline is what the rank holds now."
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        from distlab.rank.memory import MIB
+        self.mon = mon
         if budget_mib: self.mon.budget_bytes = self.mon.baseline_bytes + int(budget_mib * MIB)
         self.mon.watch(self.seen, self.seen)
         self._hook = register_optimizer_step_post_hook(self.after_step)
         self.t_last = time.perf_counter()
-        if budget_mib:
-            emit("note", text=f"memory budget: this rank may grow by {budget_mib:g} MiB from here "
-                              f"(RLIMIT_DATA {self.limit >> 20} MiB = its data segment now + {budget_mib:g} MiB)")
+
+    def _grown(self, peak: bool) -> int:
+        "Bytes the limit counts now (`peak`: at the step's peak, where that differs): the data segment's growth."
+        from distlab.rank.memory import process_memory
+        return process_memory()["data_bytes"] - self.data0
+
+    def _leaving(self):
+        "The rank is leaving on a failed allocation: room to write its record (the limit would refuse it)."
+        import resource
+        resource.setrlimit(resource.RLIMIT_DATA, resource.getrlimit(resource.RLIMIT_DATA)[1:] * 2)
 
     def after_step(self, opt, args, kwargs):
         "The optimizer's post-step hook: one `memory` and one `step` event."
         if not any(o is opt for o in self.seen.opts): self.seen.opts.append(opt)
         if opt is not self.seen.opts[0]: return  # the first optimizer's steps are the steps; the others' state is counted
-        from distlab.rank.memory import process_memory
         now = time.perf_counter()
-        self.mon.step_done(self.steps, data_growth_bytes=process_memory()["data_bytes"] - self.data0, step_s=round(now - self.t_last, 4))
+        self.mon.step_done(self.steps, data_growth_bytes=self._grown(peak=True), step_s=round(now - self.t_last, 4))
         self.t_last = now
         emit("step", step=self.steps)
         self.steps += 1
@@ -100,10 +114,9 @@ class StepMemory:
         asked = requested_bytes(str(e)) if e is not None else None
         if asked is None: return
         try:
-            import gc, resource, torch
-            from distlab.rank.memory import process_memory
-            grown = process_memory()["data_bytes"] - self.data0  # read before anything more is allocated
-            resource.setrlimit(resource.RLIMIT_DATA, resource.getrlimit(resource.RLIMIT_DATA)[1:] * 2)  # leaving: room to write the record
+            import gc, torch
+            grown = self._grown(peak=False)  # read before anything more is allocated (a GPU's allocator frees its cache before raising)
+            self._leaving()
             if not self.seen.opts:  # it failed before its first optimizer step: find the optimizers it made
                 self.seen.opts += [o for o in gc.get_objects() if isinstance(o, torch.optim.Optimizer)]
             r = self.mon.read(self.steps)
@@ -112,53 +125,27 @@ class StepMemory:
         except Exception as err: print(f"distlab: no record of the failed step: {err!r}", file=sys.stderr)
 
 # %% ../../nbs/19m_memory_budget.ipynb #29e7570d
-class GpuStepMemory:
+class GpuStepMemory(StepMemory):
     "`StepMemory` for a rank on a CUDA GPU: the caching allocator may reserve `budget_mib` more than it holds now (a per-process fraction of the card), and torch's own counters make the records."
     def __init__(self, budget_mib: float | None, device):  # MiB the rank may reserve from now (None: record only); its GPU
         import torch
-        from torch.optim.optimizer import register_optimizer_step_post_hook
         from distlab.rank.memory import MIB, MemoryMonitor, limit_device_memory
         torch.cuda.init()  # the allocator's per-device counters exist only once CUDA is up (NCCL's init does not start it)
         self.device, self.budget_mib, self.steps, self.seen = torch.device(device), budget_mib, 0, _Stepped()
         self.reserved0 = torch.cuda.memory_reserved(self.device)  # what NCCL's init left in the allocator (usually 0)
         self.limit = self.reserved0 + int(budget_mib * MIB) if budget_mib else None
         if self.limit: limit_device_memory(self.limit, self.device)
-        self.mon = MemoryMonitor(self.device, emit_events=True)  # baseline: allocated now
-        if budget_mib: self.mon.budget_bytes = self.mon.baseline_bytes + int(budget_mib * MIB)
-        self.mon.watch(self.seen, self.seen)
-        self._hook = register_optimizer_step_post_hook(self.after_step)
-        self.t_last = time.perf_counter()
+        self._record(MemoryMonitor(self.device, emit_events=True), budget_mib)  # baseline: allocated now
         if budget_mib:
             emit("note", text=f"GPU memory budget: {self.device}'s caching allocator may reserve {budget_mib:g} MiB "
                               f"from here (torch.cuda.set_per_process_memory_fraction; {self.reserved0 >> 20} MiB reserved now)")
 
     def _grown(self, peak: bool) -> int:
+        "Bytes the cap counts: the allocator's reservations above its start (`peak`: the most since the last step)."
         import torch
         return (torch.cuda.max_memory_reserved if peak else torch.cuda.memory_reserved)(self.device) - self.reserved0
 
-    def after_step(self, opt, args, kwargs):
-        "The optimizer's post-step hook: one `memory` and one `step` event."
-        if not any(o is opt for o in self.seen.opts): self.seen.opts.append(opt)
-        if opt is not self.seen.opts[0]: return
-        now = time.perf_counter()
-        self.mon.step_done(self.steps, data_growth_bytes=self._grown(peak=True), step_s=round(now - self.t_last, 4))
-        self.t_last = now
-        emit("step", step=self.steps)
-        self.steps += 1
-
-    def failed(self):
-        "Before the rank's `exit` event: when it is leaving on a CUDA out-of-memory error, a `memory` event for the step that failed."
-        e = sys.exc_info()[1]
-        asked = requested_bytes(str(e)) if e is not None else None
-        if asked is None: return
-        try:
-            import gc, torch
-            grown = self._grown(peak=False)  # what the allocator holds as it gives up (it frees its cache before raising)
-            if not self.seen.opts: self.seen.opts += [o for o in gc.get_objects() if isinstance(o, torch.optim.Optimizer)]
-            r = self.mon.read(self.steps)
-            emit("memory", **r.to_event(), failed=True, requested_bytes=asked, data_growth_bytes=grown,
-                 error=f"{type(e).__name__}: {e}"[:300])
-        except Exception as err: print(f"distlab: no record of the failed step: {err!r}", file=sys.stderr)
+    def _leaving(self): pass  # the cap limits the GPU only: the record is written from host memory
 
 
 # %% ../../nbs/19m_memory_budget.ipynb #8a2c9976
