@@ -309,7 +309,7 @@ def check_uneven_fixed(result) -> Measured:
 
 # %% ../../nbs/46_memory.ipynb #36d30abb
 ATTENTION_BUDGET_MIB = 144  # measured above the start: fixed.py peaks at 113 MiB; broken.py holds 97 when it asks for 64 more (~350 at its peak)
-ATTENTION_GPU_BUDGET_MIB = 220  # on one CUDA GPU, reserved by the caching allocator after init (benchmarks/gpu_memory_budgets.py)
+ATTENTION_GPU_BUDGET_MIB = 220  # on one CUDA GPU, reserved after init; H200: fixed.py peaks at 179 MiB, broken.py dies holding 210 (benchmarks/gpu_memory_budgets.py)
 ATTENTION_SCORES_MIB = 4 * 2048 * 2048 * 4 / MIB  # one layer's score matrix: heads x sequence x sequence float32 numbers
 
 def check_attention_broken(result) -> Measured:
@@ -364,7 +364,7 @@ OOM_BUDGET_MIB = 176  # MiB each rank may grow by after init_process_group; size
 UNEVEN_BUDGETS_MIB = (230, 176)  # rank 0 (the bigger card) and rank 1 (the smaller one)
 _MALLOC = {"MALLOC_MMAP_THRESHOLD_": "131072"}  # glibc: each tensor over 128 KiB gets its own mapping, returned when freed
 
-OOM_GPU_BUDGET_MIB = 290  # the same on one CUDA GPU: MiB the caching allocator may reserve after init (benchmarks/gpu_memory_budgets.py)
+OOM_GPU_BUDGET_MIB = 290  # on one CUDA GPU, reserved after init; H200: the fixes reserve 212-276 MiB, broken.py 316 (benchmarks/gpu_memory_budgets.py)
 
 def budget_env(*mibs: float, gpu: float | None = None) -> dict:
     "The launch environment of a run whose ranks get these budgets (one for all, or one per rank; `gpu`: the budget of a rank on a CUDA GPU)."
@@ -482,21 +482,24 @@ register(Scenario(
 # %% ../../nbs/46_memory.ipynb #54cecedf
 register(Scenario(
     id="attention-memory", title="Attention written by hand: a sequence x sequence matrix per head, per layer",
-    family="memory", seeds=(), default_nproc=2, min_nproc=1, timeout_s=180.0,  # distlab's own addition: no guide describes it
+    family="memory", seeds=("000",), default_nproc=2, min_nproc=1, timeout_s=180.0,  # guide 000's "Memory-Efficient Attention" remedy
     symptom="Out of memory as soon as the sequences get long (`CUDA out of memory. Tried to allocate 64.00 MiB`, on CPU "
             "`DefaultCPUAllocator: can't allocate memory`), while a model with more parameters and shorter sequences "
             "fits; doubling the sequence length quadruples what the step asks for.",
-    explanation="This failure is distlab's own addition: none of the troubleshooting guides describes it. Attention "
+    explanation="Guide 000 lists memory-efficient attention (the flash_attn and xFormers packages) among its "
+                "remedies for out-of-memory errors; this is the failure it remedies, on real ranks. Attention "
                 "written as `softmax(q @ k.T) @ v` builds, for every head of every layer, a matrix of sequence x "
                 "sequence scores, and autograd keeps it (and the softmax of it) for backward: at 2048 tokens and 4 "
                 "heads that is 64 MiB per copy, against about 2 MiB for the layer's own activations. Memory then grows "
                 "with the square of the sequence length, and the model's size has little to do with it. "
                 "`torch.nn.functional.scaled_dot_product_attention` computes the same attention with a fused kernel "
-                "(flash attention, or memory-efficient attention, on GPUs and on CPUs) that walks the keys block by "
-                "block, keeps only a few numbers per query for backward, and is faster too. Selecting its math backend "
+                "that walks the keys block by block, keeps only a few numbers per query for backward, and is faster "
+                "too, with no package beyond torch: flash attention on a GPU for float16 and bfloat16, memory-efficient "
+                "attention for float32 (this script), a flash-style kernel on CPUs. Selecting its math backend "
                 "(`sdpa_kernel(SDPBackend.MATH)`, or disabling flash with `torch.backends.cuda.enable_flash_sdp(False)` "
                 "to work around something else) builds the matrix again. Here the launch gives every CPU rank a budget "
-                f"of {ATTENTION_BUDGET_MIB} MiB, as a GPU has a size.",
+                f"of {ATTENTION_BUDGET_MIB} MiB, as a GPU has a size; on one GPU, {ATTENTION_GPU_BUDGET_MIB} MiB of the "
+                "caching allocator.",
     hints=("Which allocation failed, and how large was it? Work out heads x sequence x sequence x 4 bytes.",
            "The score matrix is needed only one block of keys at a time: a fused attention kernel never holds all of it.",
            "Call `nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)` in place of the three lines: "
