@@ -56,6 +56,7 @@ def plot_memory(run: str | Path | dict,  # a run directory, or {rank: memory eve
     "Stacked memory per rank at its peak step (budget and peak marked; a step that failed as the allocation it was refused), and the peak over the steps."
     by_rank = memory_by_rank(run) if isinstance(run, (str, Path)) else run
     ranks = sorted(by_rank)
+    failed_at: dict[int, int] = {}  # step -> ranks already labelled as failed there: each label goes above the last
     fig = Figure(figsize=(11, 4.6))
     ax, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.4]})
     for i, r in enumerate(ranks):
@@ -84,8 +85,9 @@ def plot_memory(run: str | Path | dict,  # a run directory, or {rank: memory eve
             held, asked = _attempt(fail)
             ax2.plot([fail["step"]], [held + asked], marker="x", ms=9, mew=2.5, color=line.get_color(), ls="none",
                      label=f"rank {r} failed: +{asked:.0f} MiB")
-            ax2.annotate(f"failed: +{asked:.0f} MiB", (fail["step"], held + asked), fontsize=7, color="#cf222e",
-                         xytext=(5, 4), textcoords="offset points")
+            n = failed_at[fail["step"]] = failed_at.get(fail["step"], -1) + 1
+            ax2.annotate(f"rank {r} failed: +{asked:.0f} MiB", (fail["step"], held + asked), fontsize=7, color="#cf222e",
+                         xytext=(6, 4 + 11 * n), textcoords="offset points")
             if evs: ax2.plot([steps[-1], fail["step"]], [evs[-1]["peak_bytes"] / MIB, held + asked], ls="--", lw=0.8, color=line.get_color())
         if top.get("budget_bytes"): ax2.axhline(top["budget_bytes"] / MIB, color=line.get_color(), ls="--", lw=1)
     seen = {}
@@ -97,6 +99,8 @@ def plot_memory(run: str | Path | dict,  # a run directory, or {rank: memory eve
     ax.margins(y=0.2)
     ax2.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax2.margins(x=0.15, y=0.15)
+    lo, hi = ax2.get_xlim()
+    if ax2.lines and hi - lo < 2: ax2.set_xlim((lo + hi) / 2 - 0.5, (lo + hi) / 2 + 1.5)  # one step: room for its labels, whole steps on the axis
     ax2.set_xlabel("step"); ax2.set_ylabel("MiB"); ax2.set_title("peak per step (solid), left after the step (dotted), failed (x)", fontsize=9)
     if ax2.lines: ax2.legend(fontsize=7, loc="best")
     fig.suptitle(title or "memory per rank")
