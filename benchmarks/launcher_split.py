@@ -20,6 +20,8 @@ The command a user types, on the job where the launcher's own time shows most (i
 bare          python -m torch.distributed.run --standalone --nproc-per-node 1 job.py
 launch        python -m distlab.cli launch --nproc-per-node 1 job.py (backend auto: nccl where there is a GPU)
 no-watch      the same with --no-watch
+`--split` adds two more, each `launch` with a part of the watch turned off: no-health (DISTLAB_HEALTH_EVERY_S=0, no
+health sampler, so no NVML reads) and no-gpu-spans (DISTLAB_GPU_SPAN_EVERY huge: no DDP backward's GPU span timed).
 Prints each one's median wall, its ratio to bare and its seconds over bare (goals on a GPU host: launch <= 1.05x and
 <= +0.5 s, no-watch <= 1.02x), every wall, and how many torch modules the launcher process itself imported (from one
 more run under `python -X importtime`: 0 is the point), then the same as one JSON line.
@@ -76,11 +78,13 @@ if cuda: torch.cuda.synchronize()
 dist.destroy_process_group()
 """
 CLI_KINDS = ("bare", "launch", "no-watch")
+SPLIT_KINDS = ("no-health", "no-gpu-spans")  # --split: the watch without its health sampler, without its timed GPU spans
+SPLIT_ENV = {"no-health": {"DISTLAB_HEALTH_EVERY_S": "0"}, "no-gpu-spans": {"DISTLAB_GPU_SPAN_EVERY": "1000000000"}}
 
 def cli_argv(kind: str, job: Path) -> list[str]:
     "The command line of one run of `kind`: bare torchrun, or `distlab launch` (with or without the watch)."
     if kind == "bare": return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", str(job)]
-    return [sys.executable, "-m", "distlab.cli", "launch", "--nproc-per-node", "1"] + (["--no-watch"] if kind == "no-watch" else []) + [str(job)]
+    return [sys.executable, "-m", "distlab.cli", "launch", "--nproc-per-node", "1"] + (["--no-watch"] if kind == "no-watch" else []) + [str(job)]  # the split kinds: launch, with SPLIT_ENV
 
 def cli_env(device: str, root: Path) -> dict:
     return {**os.environ, "JOB_DEVICE": device, "DISTLAB_RUNS_ROOT": str(root / "runs"),
@@ -89,7 +93,7 @@ def cli_env(device: str, root: Path) -> dict:
 def timed_cli(kind: str, job: Path, env: dict, root: Path) -> float:
     "Wall seconds of one run of `kind`, from the command's start to its exit."
     t = time.perf_counter()
-    p = subprocess.run(cli_argv(kind, job), capture_output=True, text=True, cwd=root, env=env, timeout=300)
+    p = subprocess.run(cli_argv(kind, job), capture_output=True, text=True, cwd=root, env={**env, **SPLIT_ENV.get(kind, {})}, timeout=300)
     if p.returncode != 0: raise RuntimeError(f"{kind} exited {p.returncode}:\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
     return time.perf_counter() - t
 
@@ -103,21 +107,22 @@ def launcher_torch_modules(job: Path, env: dict, root: Path) -> tuple[int, str]:
     backend = json.loads(runs[-1].read_text()).get("backend") if runs else None
     return sum(bool(re.match(r"torch(\.|$)", n)) for n in names), backend
 
-def cli_split(device: str, rounds: int, job_kind: str = "trivial") -> dict:
-    "The command-line comparison: medians, ratios and seconds over bare, every wall."
-    walls = {k: [] for k in CLI_KINDS}
+def cli_split(device: str, rounds: int, job_kind: str = "trivial", split: bool = False) -> dict:
+    "The command-line comparison: medians, ratios and seconds over bare, every wall (`split`: also the watch without parts of it)."
+    kinds = CLI_KINDS + (SPLIT_KINDS if split else ())
+    walls = {k: [] for k in kinds}
     with tempfile.TemporaryDirectory() as d:
         root = Path(d); job = root / "job.py"; job.write_text(TRAIN_JOB if job_kind == "train" else JOB)
         env = cli_env(device, root)
         timed_cli("bare", job, env, root)  # warm the page cache (and the GPU driver)
         for r in range(rounds):
-            for k in CLI_KINDS[r % 3:] + CLI_KINDS[:r % 3]:
+            for k in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
                 walls[k].append(timed_cli(k, job, env, root))
                 print(f"round {r + 1} {k:9s} {walls[k][-1]:6.2f} s", flush=True)  # what a cut-short run still shows
         torch_mods, backend = launcher_torch_modules(job, env, root)
     base = statistics.median(walls["bare"])
     out = {"device": device, "job": job_kind, "rounds": rounds, "backend": backend, "launcher_torch_modules": torch_mods, "kinds": {}}
-    for k in CLI_KINDS:
+    for k in kinds:
         w = statistics.median(walls[k])
         out["kinds"][k] = {"median_s": round(w, 3), "ratio": round(w / base, 3), "over_bare_s": round(w - base, 3),
                            "walls_s": [round(x, 2) for x in walls[k]]}
@@ -130,11 +135,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=None, help="alternating rounds (default 5 on CPU, 3 with --device cuda)")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda: the command-line split on a trivial NCCL job")
     ap.add_argument("--cli", action="store_true", help="the command-line split (as --device cuda does) on CPU, with gloo")
+    ap.add_argument("--split", action="store_true", help="the command-line split: also `launch` without the health sampler (no-health) and without timed GPU spans (no-gpu-spans)")
     ap.add_argument("--job", choices=("trivial", "train"), default="trivial",
                     help="the command-line split's job: trivial (init, one all_reduce) or train (4000 DDP steps with AdamW, ~15 s on a GPU host; JOB_STEPS changes the count)")
     a = ap.parse_args()
     if a.device == "cuda" or a.cli:
-        print(json.dumps(cli_split(a.device, a.rounds or 3, a.job)))
+        print(json.dumps(cli_split(a.device, a.rounds or 3, a.job, a.split)))
         return
     a.rounds = a.rounds or 5
     kinds = ["bare", "unwatched", "no-health", "watched", "watched-tee"]
