@@ -168,14 +168,15 @@ def _made_as_root(s: Scenario, nproc: int | None = None) -> str:
     return "a rank mounts a small tmpfs in a mount namespace of its own"
 
 def cuda_missing(nproc: int = 1) -> str | None:
-    "Why torch cannot give each of `nproc` local ranks a CUDA GPU of its own on this machine, in a few words; None when it can."
-    from distlab.run.launch import gpu_driver_present
+    "Why torch cannot give each of `nproc` local ranks a CUDA GPU of its own on this machine, in a few words; None when it can. Counted as the launcher counts (`cuda_gpus`: no torch import)."
+    from distlab.config import cuda_gpus
+    from distlab.run.launch import _torch_cuda_gpus, gpu_driver_present
     if not gpu_driver_present():
         return "this machine has no GPU driver (no /dev/nvidia0 or /proc/driver/nvidia/gpus): run it on a machine with an NVIDIA GPU"
-    import torch
-    if not torch.cuda.is_available(): return f"torch {torch.__version__} sees no CUDA GPU here (a CPU-only build?): install torch built with CUDA"
-    if (n := torch.cuda.device_count()) < nproc:
-        return f"{nproc} ranks need a GPU each and torch sees {n} here: use --nproc {n}"
+    gpus = cuda_gpus()
+    if gpus.n is None: gpus = _torch_cuda_gpus()  # a ROCm build: only torch counts its GPUs
+    if gpus.n == 0: return gpus.why
+    if gpus.n < nproc: return f"{nproc} ranks need a GPU each and torch sees {gpus.n} here: use --nproc {gpus.n}"
     return None
 
 def not_run_reason(s: Scenario,
