@@ -108,7 +108,7 @@ def test_internal_failures_end_in_warnings(tmp_path, monkeypatch, capfd):
 
 def test_a_run_distlab_stops_does_not_print_torchruns_signal_traceback(tmp_path):
     lines = []
-    res = launch(SCRIPTS / "sleeper.py", nproc=2, runs_root=tmp_path, stall_after_s=2,
+    res = launch(SCRIPTS / "sleeper.py", nproc=2, runs_root=tmp_path, stall_after_s=2, stall_policy="strict",  # asleep on purpose: the safe policy waits 30 s
                  on_line=lambda r, s, l: lines.append((r, l))).wait(120)
     assert res.status == "hung"
     own = [l for r, l in lines if r is None]

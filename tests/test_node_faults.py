@@ -66,7 +66,7 @@ def test_jumbo_frames_through_a_1500_switch_stall_the_first_large_collective(run
 @pytest.mark.skipif(NO_IPTABLES is not None, reason=NO_IPTABLES or "")
 def test_lossy_link_slow_uneven_steps_named_the_network(runs):
     b, f = runs["node-lossy-link", "broken"], runs["node-lossy-link", "fixed"]
-    assert b["status"] == "ok" and f["status"] == "ok", (b["cluster"].text(), f["cluster"].text())
+    assert b["status"] == "ok" and f["status"] == "ok", ((b["diagnosis"] or {}).get("headline"), b["cluster"].text(), f["cluster"].text())
     d = b["watch_diagnosis"]  # node 0's launcher: the advisory rules of its watch on the finished run
     assert d and d["kind"] == "slow-network" and d["advisory"] and "on the network" in d["headline"], (d, b["figures"])
     assert f["diagnosis"] is None, (f["diagnosis"], f["figures"])

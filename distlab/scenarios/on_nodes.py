@@ -123,7 +123,7 @@ def link_down_command(cluster: EmulatedCluster, index: int = 1) -> list[str]:
 
 # %% ../../nbs/11b_node_scenarios.ipynb #f11b5e71
 JUMBO_MTU = 9000  # jumbo frames, on both nodes' interfaces
-LOSS_P = 0.1  # the lossy link's chance of dropping each TCP packet, in each direction (at 0.05 the watch named 3 of 5 quiet runs)
+LOSS_P = 0.1  # the lossy link's chance of dropping each packet, in each direction (at 0.05 the watch named 3 of 5 quiet runs)
 STRAGGLER_QUOTA = 0.2  # the slow node's CPU time, in cores
 NODE_SHARES = 10240  # the straggler's nodes' cpu.shares (1024 is a process's): on a busy machine, node0's rank still gets its core
 STRAGGLER_PERIOD_US = 10_000  # ... granted per 10 ms: at the default 100 ms a step of ~130 ms ran at full speed, then stopped for 70 ms
@@ -138,9 +138,9 @@ def switch_mtu_commands(cluster: EmulatedCluster, mtu: int = 1500) -> list[list[
     return [["ip", "-n", cluster.switch, "link", "set", "dev", n.port, "mtu", str(mtu)] for n in cluster.nodes]
 
 def loss_commands(cluster: EmulatedCluster, p: float = LOSS_P, index: int = 1) -> list[list[str]]:
-    "iptables commands that drop each TCP packet into or out of node `index`'s interface with probability `p` (a bad cable or switch port; this kernel has no netem)."
+    "iptables commands that drop each packet (TCP, UDP, ICMP alike) into or out of node `index`'s interface with probability `p` (a bad cable or switch port; this kernel has no netem)."
     n = cluster.nodes[index]
-    return [_netns_exec(n, ["iptables", "-A", chain, flag, "eth0", "-p", "tcp", "-m", "statistic", "--mode", "random",
+    return [_netns_exec(n, ["iptables", "-A", chain, flag, "eth0", "-m", "statistic", "--mode", "random",
                             "--probability", f"{p:g}", "-j", "DROP"]) for chain, flag in (("INPUT", "-i"), ("OUTPUT", "-o"))]
 
 def extra_interface_commands(cluster: EmulatedCluster, name: str = MISSING_IFNAME, index: int = 0) -> list[list[str]]:
@@ -277,7 +277,7 @@ NODE_FAULTS = {f.id: f for f in [
     NodeFault(id="node-lossy-link", title="A lossy link: one node drops some of its packets", kind="slow-network", steps=40,
               symptom="Training runs, slower than it should and unevenly: most steps take their usual time, some take a "
                       "few hundred milliseconds more; no error, and no rank computes slower than the others.",
-              explanation=f"node1 drops each TCP packet into or out of its interface with probability {LOSS_P:g} (iptables' "
+              explanation=f"node1 drops each packet into or out of its interface with probability {LOSS_P:g} (iptables' "
                           "`statistic` match in its namespace: this kernel has no netem). Each node's interface sends one frame "
                           "per packet (`gso_max_segs 1`), as on a wire: otherwise iptables sees a 64 KB offload packet as one "
                           "and the loss rate per frame is a fraction of P (measured with a plain TCP pair, 75 KB each way: "
@@ -294,7 +294,7 @@ NODE_FAULTS = {f.id: f for f in [
                           "and after the last one has arrived it still takes long, unevenly: the time goes on the wire. On a "
                           "real cluster: `ip -s link` and `ethtool -S` drop and error counters, `nstat -az TcpRetransSegs` "
                           "on both nodes, then the cable, the transceiver and the switch port.",
-              broken=f"node1 drops each TCP packet into or out of eth0 with probability {LOSS_P:g}",
+              broken=f"node1 drops each packet into or out of eth0 with probability {LOSS_P:g}",
               fixed="the same link without the drops (the cable or the port replaced)"),
     NodeFault(id="node-straggler", title="A straggler node: one node's CPU time is capped", kind="straggler", steps=16,
               script="cluster-compute/train.py",

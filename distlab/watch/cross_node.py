@@ -12,11 +12,11 @@ from .rules import diagnose
 from .watcher import Watcher, main_thread_syscall, collect_stacks, FUTEX_SYSCALL, ASLEEP_HORIZON_S
 
 # %% auto #0
-__all__ = ['KEEP_COLLS', 'TRACEBACK_CHARS', 'CALL_KEYS', 'WATCH_PORT_ENV', 'CROSS_NODE_ENV', 'LOOK_S', 'NODE_LOST_S', 'QUIET_S',
-           'EOF_GRACE_S', 'NO_HELLO_JOIN_S', 'FALLBACK_STALL_S', 'SHIFT_LOOKS', 'WATCH_MSS', 'HUB_FINAL_WAIT_S',
-           'HUB_CONNECT_WAIT_S', 'LOST_FIX', 'KEPT_DDP', 'rank_state', 'node_message', 'WireEncoder', 'WireDecoder',
-           'node_facts', 'Hub', 'HubClient', 'CrossNodeWatcher', 'node_lost', 'hub_lost', 'init_across_nodes',
-           'node_watcher']
+__all__ = ['KEEP_COLLS', 'TRACEBACK_CHARS', 'CALL_KEYS', 'WATCH_PORT_ENV', 'CROSS_NODE_ENV', 'LOOK_S', 'NODE_LOST_S',
+           'STATE_LOST_S', 'HEARTBEAT_BYTES', 'QUIET_S', 'EOF_GRACE_S', 'NO_HELLO_JOIN_S', 'FALLBACK_STALL_S',
+           'SHIFT_LOOKS', 'WATCH_MSS', 'HUB_FINAL_WAIT_S', 'HUB_CONNECT_WAIT_S', 'LOST_FIX', 'KEPT_DDP', 'rank_state',
+           'node_message', 'WireEncoder', 'WireDecoder', 'node_facts', 'Hub', 'HubClient', 'CrossNodeWatcher',
+           'node_lost', 'hub_lost', 'init_across_nodes', 'node_watcher']
 
 # %% ../../nbs/26b_cross_node.ipynb #613d04df
 KEEP_COLLS = 8  # a rank's most recent collectives per group sent each look (its open ones always)
@@ -211,7 +211,11 @@ class WireDecoder:
 WATCH_PORT_ENV = "DISTLAB_WATCH_PORT"  # the cross-node watch's port (default: the rendezvous port + 1)
 CROSS_NODE_ENV = "DISTLAB_CROSS_NODE"  # `0`: each node watches only its own ranks (as before)
 LOOK_S = 0.2  # how often a node sends its ranks' state (the launcher's look)
-NODE_LOST_S = 5.0  # a node silent this long is gone (a partition, a frozen host)
+NODE_LOST_S = 5.0  # a node silent this long is gone (a partition, a frozen host): neither its looks nor its heartbeats heard
+STATE_LOST_S = 25.4  # a node whose heartbeats come but whose looks do not (the TCP connection stuck) is gone after this long:
+# TCP's seventh send of a lost segment (0.2 s doubling). Its looks cross one TCP connection, whose lost segment waits for the
+# retransmission timer and holds everything behind it: on a link losing 25 % of its packets, 2 runs in 8 had a 5 s gap
+HEARTBEAT_BYTES = 512  # a heartbeat datagram at most this long: it names the job, the node and its host
 QUIET_S = 1.0  # a node not heard this long: the hub judges no rule on its ranks' stale state until it is heard again or lost
 EOF_GRACE_S = 1.0  # a node whose connection closed without a goodbye, and that has not reconnected this long after, is gone
 NO_HELLO_JOIN_S = 60.0  # before any rank of the job has started, `join_timeout_s` is at least this: torchrun's rendezvous waits for every node first
@@ -233,12 +237,28 @@ def _send(f, obj: dict) -> None:
 
 class Hub:
     "On the node that holds the rendezvous address: a TCP endpoint the other nodes push their ranks' state to each look; each reply carries the job's diagnosis once there is one."
-    def __init__(self, sock: socket.socket, job: str):
-        self.sock, self.job, self.lock = sock, job, threading.Lock()
-        self.nodes: dict[str, dict] = {}  # node key -> node, host, addr, tracks, cpu, seen_t, shift_s, eof_t, bye, bytes
+    def __init__(self, sock: socket.socket, job: str,
+                 beats: socket.socket | None = None):  # a UDP socket at the same address and port, for the nodes' heartbeats
+        self.sock, self.job, self.lock, self.beats = sock, job, threading.Lock(), beats
+        self.nodes: dict[str, dict] = {}  # node key -> node, host, addr, tracks, cpu, seen_t, beat_t, shift_s, eof_t, bye, bytes
         self.reply: dict = {"job": job}
         self._conns: list = []
         threading.Thread(target=self._accept, daemon=True, name="distlab-watch-hub").start()
+        if beats is not None: threading.Thread(target=self._echo, daemon=True, name="distlab-watch-beats").start()
+
+    def _echo(self):
+        "Take each node's heartbeat (its `beat_t`) and echo it, so that the node hears this one too."
+        while True:
+            try: data, addr = self.beats.recvfrom(HEARTBEAT_BYTES)
+            except OSError: return  # closed
+            try: msg = json.loads(data)
+            except ValueError: continue
+            if not isinstance(msg, dict) or msg.get("job") != self.job: continue
+            with self.lock:
+                n = self.nodes.get(f"{msg.get('host')}#{msg.get('node')}")
+                if n is not None: n["beat_t"] = time.time()
+            try: self.beats.sendto(data, addr)
+            except OSError: pass
 
     def _accept(self):
         while True:
@@ -290,6 +310,10 @@ class Hub:
         try: self.sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept (a close alone would not, and the port would stay bound)
         except OSError: pass
         self.sock.close()
+        if self.beats is not None:
+            try: self.beats.shutdown(socket.SHUT_RDWR)  # wakes the thread in recvfrom
+            except OSError: pass
+            self.beats.close()
         with self.lock:
             for c in self._conns:
                 try: c.shutdown(socket.SHUT_RDWR)
@@ -297,16 +321,42 @@ class Hub:
 
 # %% ../../nbs/26b_cross_node.ipynb #0b5bb0cd
 class HubClient:
-    "On every other node: push the latest state to the hub each look from a thread of its own, keep its latest reply."
-    def __init__(self, host: str, port: int):
+    "On every other node: push the latest state to the hub each look from a thread of its own, keep its latest reply; beside it, a heartbeat datagram each look, whose echo says the hub is there."
+    def __init__(self, host: str, port: int,
+                 beat: dict | None = None):  # the heartbeat's content (job, node, host); None: no heartbeats
         self.host, self.port = host, port
         self.msg: dict | None = None  # the next state to send
         self.reply: dict = {}
         self.connected_t = self.reply_t = None  # the first connection, the last reply
+        self.beat_t: float | None = None  # the hub's last heartbeat echo
         self.error: str | None = None
         self.sent_bytes, self.looks = 0, 0
         self._closing, self._wake, self._done = False, threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="distlab-watch-client"); self._thread.start()
+        if beat is not None:
+            threading.Thread(target=self._beat, args=(json.dumps(beat).encode(),), daemon=True, name="distlab-watch-beat").start()
+
+    def _beat(self, data: bytes):
+        "Send a heartbeat each look and take the hub's echoes: unlike the looks' TCP connection, a lost datagram holds up none after it."
+        try:
+            s = socket.socket(socket.getaddrinfo(self.host, self.port, type=socket.SOCK_DGRAM)[0][0], socket.SOCK_DGRAM)
+            s.connect((self.host, self.port)); s.settimeout(LOOK_S)
+        except OSError: return  # no heartbeats: the looks alone say the hub is there
+        with s:
+            while not self._done.is_set():
+                try: s.send(data)
+                except OSError: pass  # unreachable for now (ICMP), or a full buffer: the next one may pass
+                end = time.monotonic() + LOOK_S
+                while (left := end - time.monotonic()) > 0:
+                    s.settimeout(left)
+                    try:
+                        if s.recv(HEARTBEAT_BYTES) == data: self.beat_t = time.time()
+                    except OSError: break  # the look's time is up (a timeout is an OSError), or an ICMP error came back
+                if (left := end - time.monotonic()) > 0: self._done.wait(left)
+
+    def heard_t(self) -> float | None:
+        "When the hub was last heard: its last reply or heartbeat echo."
+        return max((t for t in (self.reply_t, self.beat_t) if t is not None), default=None)
 
     def send(self, msg: dict) -> None:
         self.msg = msg; self._wake.set()
@@ -315,7 +365,7 @@ class HubClient:
         while not self._done.is_set():
             try:
                 with socket.create_connection((self.host, self.port), timeout=2.0) as s:
-                    s.settimeout(NODE_LOST_S)
+                    s.settimeout(STATE_LOST_S)  # a lost segment is resent for this long before the connection starts again
                     f, wire = s.makefile("rwb"), WireEncoder()  # a new connection starts from the whole state
                     while True:
                         msg = self.msg
@@ -345,13 +395,14 @@ class HubClient:
         self._thread.join(wait_s); self._done.set()
 
 # %% ../../nbs/26b_cross_node.ipynb #b528cf4c
-def _bind(host: str, port: int) -> socket.socket | None:
-    "A listening socket on `host:port` when this host holds that address and the port is free; else None."
-    try: infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+def _bind(host: str, port: int, kind: int = socket.SOCK_STREAM) -> socket.socket | None:
+    "A listening socket (or, for SOCK_DGRAM, a bound one) on `host:port` when this host holds that address and the port is free; else None."
+    try: infos = socket.getaddrinfo(host, port, type=kind)
     except OSError: return None
     for fam, typ, proto, _, addr in infos:
         s = socket.socket(fam, typ, proto)
         try:
+            if kind == socket.SOCK_DGRAM: s.bind(addr); return s
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if hasattr(socket, "TCP_MAXSEG"): s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, WATCH_MSS)  # advertised to every node, inherited by each connection
             s.bind(addr); s.listen(64); return s
@@ -372,8 +423,9 @@ class CrossNodeWatcher(Watcher):
         self.node, self.hostname, self.job = node, socket.gethostname(), job
         self.facts = node_facts()
         sock = _bind(host.strip("[]"), self.port)
-        self.hub = Hub(sock, job) if sock is not None else None
-        self.client = None if self.hub is not None else HubClient(host.strip("[]"), self.port)
+        self.hub = Hub(sock, job, _bind(host.strip("[]"), self.port, socket.SOCK_DGRAM)) if sock is not None else None
+        self.client = None if self.hub is not None else HubClient(host.strip("[]"), self.port,
+                                                                  beat={"job": job, "node": node, "host": self.hostname})
         self.role = "hub" if self.hub is not None else "node"
         self.created_t = time.time()
         self.first_remote_t: float | None = None  # when the hub first heard another node
@@ -477,12 +529,14 @@ def _merged(self: CrossNodeWatcher, nodes: list[dict]) -> dict[int, RankTrack]:
     return tracks
 
 def _lost(self: CrossNodeWatcher, nodes: list[dict], now: float, final: bool) -> tuple | None:
-    "(node, how) for the first node gone: its connection closed without a goodbye, or silent `NODE_LOST_S`; None while all are there."
+    "(node, how) for the first node gone: its connection closed without a goodbye, or silent `NODE_LOST_S` (no look, no heartbeat), or its looks stopped for `STATE_LOST_S`; None while all are there."
     for n in nodes:
         ts = (n.get("tracks") or {}).values()
         if n.get("bye") or (ts and all(t.finished for t in ts)): continue
         if n.get("eof_t") is not None and (final or now - n["eof_t"] >= EOF_GRACE_S): return n, "closed", now - n["eof_t"]
-        if now - n["seen_t"] >= NODE_LOST_S: return n, "silent", now - n["seen_t"]
+        heard = max(n["seen_t"], n.get("beat_t") or 0.0)
+        if now - heard >= NODE_LOST_S: return n, "silent", now - heard
+        if now - n["seen_t"] >= STATE_LOST_S: return n, "silent", now - n["seen_t"]
     return None
 
 def _quiet(self: CrossNodeWatcher, nodes: list[dict], now: float) -> bool:
@@ -554,8 +608,8 @@ def _node_poll(self: CrossNodeWatcher, now: float, final: bool) -> Diagnosis | N
         end = time.monotonic() + HUB_FINAL_WAIT_S
         while time.monotonic() < end and not c.reply.get("diagnosis") and not c._done.is_set(): time.sleep(0.05)
     if c.reply.get("diagnosis"): d = Diagnosis.from_dict(c.reply["diagnosis"])
-    elif c.connected_t is not None and not c.hub_said_bye and now - c.reply_t >= NODE_LOST_S:
-        d = hub_lost(self, now - c.reply_t)
+    elif c.connected_t is not None and not c.hub_said_bye and (now - c.heard_t() >= NODE_LOST_S or now - c.reply_t >= STATE_LOST_S):
+        d = hub_lost(self, now - (c.heard_t() if now - c.heard_t() >= NODE_LOST_S else c.reply_t))
     elif (c.connected_t is None and now - self.created_t >= HUB_CONNECT_WAIT_S) or c.hub_said_bye or c._done.is_set() or final:
         keep = self.stall_after_s, self.join_timeout_s  # half the ranks in view
         self.stall_after_s, self.join_timeout_s = max(keep[0], FALLBACK_STALL_S), self._join_timeout(self.tracks)

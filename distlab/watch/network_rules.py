@@ -11,10 +11,11 @@ from .rules import Context, register_rule, PENDING
 from .steps import WARMUP_STEPS
 
 # %% auto #0
-__all__ = ['ITEM_BYTES', 'TRANSIT_MIN_BPS', 'TCP_RESEND_S', 'NETWORK_STALL_WHY', 'NETWORK_STALL_FIX', 'SLOW_TAIL_S', 'TAIL_RATIO',
-           'MAX_LATE_SHARE', 'SLOW_NETWORK_MIN', 'LIVE_WINDOW', 'LIVE_RECORDS', 'SLOW_NETWORK_WHY', 'SLOW_NETWORK_FIX',
-           'payload_bytes', 'find_in_transit', 'network_stall_diagnosis', 'network_stall', 'wire_table',
-           'slow_network_figures', 'is_slow_network', 'slow_network_diagnosis', 'slow_network']
+__all__ = ['ITEM_BYTES', 'TRANSIT_MIN_BPS', 'TCP_RESEND_S', 'TCP_RESEND_CARRIED_S', 'NETWORK_STALL_WHY', 'NETWORK_STALL_FIX',
+           'SLOW_TAIL_S', 'TAIL_RATIO', 'MAX_LATE_SHARE', 'SLOW_NETWORK_MIN', 'LIVE_WINDOW', 'LIVE_RECORDS',
+           'SLOW_NETWORK_WHY', 'SLOW_NETWORK_FIX', 'payload_bytes', 'find_in_transit', 'network_stall_diagnosis',
+           'network_stall', 'wire_table', 'slow_network_figures', 'is_slow_network', 'slow_network_diagnosis',
+           'slow_network']
 
 # %% ../../nbs/28b_network_rules.ipynb #7543de2f
 ITEM_BYTES = {"float64": 8, "double": 8, "int64": 8, "long": 8, "complex64": 8, "float32": 4, "float": 4, "int32": 4,
@@ -35,6 +36,9 @@ def _size(nbytes: int) -> str:
 TRANSIT_MIN_BPS = 12.5e6  # bytes per second (100 Mbit/s): a collective's payload may take this long, on top of the stall threshold
 TCP_RESEND_S = 6.2  # Linux resends a lost segment 0.2, 0.6, 1.4, 3.0 and 6.2 s after (its timer starts at 200 ms and doubles):
 # a lossy link that drops one segment four times over still delivers it by then; a path that drops it every time never does
+TCP_RESEND_CARRIED_S = 25.4  # ... and 12.6 and 25.4 s after: the allowance of a call whose size this path has already carried.
+# There a stall is a lossy link's run of losses, not a hole for large frames: at 10 % loss each way, 1 run in 16 had a 3.2 s
+# all-reduce (4 sends lost) and at 25 %, 3 runs in 8 a stall the 6.2 s allowance took for a hang (2026-11-28)
 
 def _entered(tracks: dict[int, RankTrack], m: int, g: str, s: int) -> dict | None:
     "Rank `m`'s record of collective (`g`, `s`); {} when it went past it and the record is no longer kept; None when it never entered it."
@@ -43,12 +47,17 @@ def _entered(tracks: dict[int, RankTrack], m: int, g: str, s: int) -> dict | Non
     rec = t.colls.get(g, {}).get(s)
     return rec if rec is not None else ({} if t.max_seq.get(g, 0) > s else None)
 
+def _carried(tracks: dict[int, RankTrack], members, g: str, s: int, nbytes: int) -> bool:
+    "True when an earlier collective of group `g`, at least `nbytes` large, completed on every one of `members`: the path has carried this size."
+    return all(any(q < s and rec.get("state") == "completed" and payload_bytes(rec) >= nbytes
+                   for q, rec in tracks[m].colls.get(g, {}).items()) for m in members)
+
 def find_in_transit(tracks: dict[int, RankTrack], world_size: int, now: float, stall_after_s: float) -> dict | None:
-    "The first collective every rank of its group entered while some rank is still inside it: group, seq, op, site, code, bytes, waiting, done_by, arrived_t, waited_s, allowed_s, init_ok; None when there is none."
+    "The first collective every rank of its group entered while some rank is still inside it: group, seq, op, site, code, bytes, waiting, done_by, arrived_t, waited_s, allowed_s, init_ok, carried; None when there is none."
     seen = set()
     for r, t in sorted(tracks.items()):
         cur = t.current()
-        if cur is None or cur.get("ddp") == "buckets" or t.dead: continue
+        if cur is None or t.dead: continue
         g, s = cur.get("group", "world"), cur["seq"]
         if ":p2p:" in g or (g, s) in seen: continue
         seen.add((g, s))
@@ -60,9 +69,12 @@ def find_in_transit(tracks: dict[int, RankTrack], world_size: int, now: float, s
         arrived = max(rec["t0"] for rec in recs.values() if rec and rec.get("t0") is not None)
         nbytes = payload_bytes(cur)
         waiting = sorted(m for m, rec in recs.items() if rec and rec.get("state") == "started")
+        if cur.get("ddp") == "buckets" and len(waiting) == len(members): continue  # every rank still in it: a backward still computing, maybe
+        carried = _carried(tracks, members, g, s, nbytes)
         yield_ = {"group": g, "seq": s, "op": cur.get("op"), "site": cur.get("site"), "code": cur.get("code"), "bytes": nbytes,
                   "waiting": waiting, "done_by": sorted(m for m in members if m not in waiting), "arrived_t": arrived,
-                  "waited_s": round(now - arrived, 2), "allowed_s": round(max(stall_after_s, TCP_RESEND_S) + nbytes / TRANSIT_MIN_BPS, 2),
+                  "waited_s": round(now - arrived, 2), "carried": carried,
+                  "allowed_s": round(max(stall_after_s, TCP_RESEND_CARRIED_S if carried else TCP_RESEND_S) + nbytes / TRANSIT_MIN_BPS, 2),
                   "init_ok": all((tracks[m].init or {}).get("state") == "completed" for m in members),
                   "hosts": {m: tracks[m].host for m in members}}
         return yield_
@@ -93,10 +105,12 @@ def network_stall_diagnosis(found: dict,  # `find_in_transit`'s answer
             f"#{found['seq']} ({found['group']}, {_size(found['bytes'])}) at {found['site']}, "
             + (f"which {who(done)} finished: what {'it' if len(done) == 1 else 'they'} sent has not arrived" if done
                else "which every rank entered: none is missing, and what they send each other is not arriving"))
-    if found.get("init_ok") and several:
+    if found.get("carried"):
+        head += "; calls this large crossed before, so the path is losing packets rather than blocking large frames (a lossy link?)"
+    elif found.get("init_ok") and several:
         head += "; init_process_group's small messages got through, so large frames are being dropped between the nodes (an MTU mismatch?)"
     coll = {**_coll_info({k: found.get(k) for k in ("group", "seq", "op", "site", "code")}),
-            **{k: found[k] for k in ("bytes", "waiting", "done_by", "waited_s", "allowed_s", "init_ok", "arrived_t")}}
+            **{k: found.get(k) for k in ("bytes", "waiting", "done_by", "waited_s", "allowed_s", "init_ok", "arrived_t", "carried")}}
     return Diagnosis("network-stall", [], head, NETWORK_STALL_WHY, NETWORK_STALL_FIX, collective=coll)
 
 @register_rule("network-stall", priority=35)
