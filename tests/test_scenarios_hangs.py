@@ -152,6 +152,9 @@ def check_fork_deadlock(d, o, nproc):
     assert (d["collective"]["op"], d["collective"]["site"]) == ("all_reduce", lesson_line("worker-fork-deadlock", "loss.backward()"))
     waits_for_a_batch(d, 0, "worker-fork-deadlock")
     assert o.steps_per_rank == {r: 0 for r in range(nproc)}, o.steps_per_rank  # no batch ever reaches rank 0
+    w = d["collective"].get("worker") or {}  # the evidence that named it in seconds, not the asleep rank's 30 s: its worker on a lock
+    assert w.get("rank") == 0 and w.get("idle_s", 0) >= 3 and f"pid {w.get('pid')}, stuck on a lock" in d["headline"], (w, d["headline"])
+    assert "multiprocessing_context='spawn'" in d["fix"], d["fix"]
 
 def check_stuck_read(d, o, nproc):
     assert d["culprit_ranks"] == [1] and "rank 1 never entered" in d["headline"], d["headline"]

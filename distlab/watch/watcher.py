@@ -19,8 +19,9 @@ from fastcore.basics import patch, patch_to  # the Watcher's methods, one group 
 
 # %% auto #0
 __all__ = ['SIGNAL_AFTER_S', 'BUSY_CPU_FRACTION', 'ASLEEP_HORIZON_S', 'STACK_GAP_S', 'ADVISE_EVERY_S', 'FUTEX_SYSCALL',
-           'IDLE_TICKS_S', 'pid_alive', 'zombie_exit_status', 'torchrun_exit_codes', 'ExitWatch', 'dump_complete',
-           'collect_stacks', 'main_thread_syscall', 'Activity', 'Watcher']
+           'IDLE_TICKS_S', 'LOADER_FILE', 'WORKER_LOCK_WHY', 'WORKER_LOCK_FIX', 'pid_alive', 'zombie_exit_status',
+           'torchrun_exit_codes', 'ExitWatch', 'dump_complete', 'collect_stacks', 'waits_on_loader',
+           'main_thread_syscall', 'Activity', 'Watcher']
 
 # %% ../../nbs/26_watcher.ipynb #08c17be7
 def pid_alive(pid: int | None, started_by_t: float | None = None) -> bool | None:
@@ -153,6 +154,17 @@ STACK_GAP_S = 1.0         # two stack dumps at least this far apart must agree b
 ADVISE_EVERY_S = 2.0      # how often the advisory rules (a straggler, ...) look at a live run
 FUTEX_SYSCALL = "202"     # x86_64 futex: the main thread waits on a lock
 IDLE_TICKS_S = 0.03       # CPU seconds an idle rank may still use per window: ticks of its heartbeat, tape and health threads
+
+LOADER_FILE = "torch/utils/data/dataloader.py"  # a main thread with this file on its stack waits on its DataLoader
+
+def waits_on_loader(dump: str) -> bool:
+    "True when the main thread of a faulthandler `dump` is inside a DataLoader's iteration (waiting for its workers' batches)."
+    blocks, cur = [], None
+    for line in dump.splitlines():
+        if line.startswith(("Thread 0x", "Current thread 0x")): cur = [line]; blocks.append(cur)
+        elif cur is not None: cur.append(line)
+    main = next((b for b in blocks if any("<module>" in l for l in b)), blocks[0] if blocks else [])
+    return any(LOADER_FILE in l for l in main)
 
 def main_thread_syscall(pid: int) -> str | None:
     "What the main thread of `pid` is doing in the kernel: `running`, a syscall number, or None when unreadable."
@@ -352,10 +364,30 @@ def poll(self: Watcher, now: float | None = None, *, final: bool = False) -> Dia
                  stuck=self.stuck if self.stall_policy == "safe" and not final else None)
     self._suspect = {r: s for r, s in self._suspect.items() if s.get("seen_t") == now}  # still waited for
     if d is None: return None
+    if d.kind == "stall": self._worker_said(d)
     if self.stacks and not final: d.stacks = self.collect_stacks()
     self._reported, self.diagnosis = True, d
     self.diagnoses[self.gen] = d
     return d
+
+WORKER_LOCK_WHY = (" Rank {rank}'s main thread waits in its DataLoader for a batch, and its worker process {pid} has waited on a lock "
+    "(a futex) with no CPU for {idle_s} s. A worker that never takes its lock again is most often a forked copy of a process in "
+    "which another thread held that lock at the fork: the fork copies the lock, held, and not the thread that would release it.")
+WORKER_LOCK_FIX = ("Start the workers without fork: DataLoader(..., multiprocessing_context='spawn') (or 'forkserver'), or "
+    "create the thread, pool or client that holds the lock in each worker (worker_init_fn, or on first use there), not "
+    "before the DataLoader forks. `py-spy dump --pid {pid}` shows where the worker waits.")
+
+@patch
+def _worker_said(self: Watcher, d: Diagnosis) -> None:
+    "A stalled rank whose DataLoader worker was found stuck on a lock (`_blocked_worker`): say so, with the worker's pid, and its fix first."
+    for r in d.culprit_ranks:
+        w = (self._suspect.get(r) or {}).get("worker")
+        if not w: continue
+        d.headline += f" [rank {r}'s DataLoader worker, pid {w['pid']}, stuck on a lock for {w['idle_s']} s]"
+        d.explanation += WORKER_LOCK_WHY.format(rank=r, **w)
+        d.fix = WORKER_LOCK_FIX.format(**w) + "\nIf not that: " + d.fix
+        d.collective = {**d.collective, "worker": {"rank": r, **w}}
+        return
 
 @patch
 def advise(self: Watcher, now: float | None = None, *, final: bool = False) -> Diagnosis | None:
@@ -375,6 +407,18 @@ def stuck(self: Watcher, ranks: list[int], now: float) -> bool:
     return all(self._stuck_one(r, now) for r in ranks)
 
 @patch
+def _blocked_worker(self: Watcher, pid: int, now: float) -> dict | None:
+    "A child process of rank `pid` (a DataLoader worker) whose main thread has waited on a lock (futex) with no CPU for `stall_after_s`: {pid, idle_s}; None when none has."
+    act = self._activity.get(pid)
+    try: kids = act.proc.children() if act is not None and act.proc is not None else []
+    except psutil.Error: return None
+    for k in kids:
+        a = self._activity.setdefault(k.pid, Activity(k.pid)); a.sample(now)
+        if main_thread_syscall(k.pid) == FUTEX_SYSCALL and (idle := a.idle_for_s(now)) >= self.stall_after_s:
+            return {"pid": k.pid, "idle_s": round(idle, 1)}
+    return None
+
+@patch
 def _stuck_one(self: Watcher, r: int, now: float) -> bool:
     t = self.tracks[r]
     act = self._activity.get(t.pid)
@@ -383,11 +427,21 @@ def _stuck_one(self: Watcher, r: int, now: float) -> bool:
     state = "busy" if idle_s < self.stall_after_s or sc == "running" else "blocked" if sc == FUTEX_SYSCALL else "asleep"
     s = self._suspect.setdefault(r, {"since": now})
     s.update(seen_t=now, state=state, idle_s=round(idle_s, 1), syscall=sc)
-    if state == "busy": s.pop("stack", None); return False
+    if state == "busy":
+        for k in ("stack", "loader", "worker"): s.pop(k, None)
+        return False
     horizon = self.stall_after_s if state == "blocked" else max(self.stall_after_s, ASLEEP_HORIZON_S)
-    if idle_s < horizon: return False
+    stack = None
+    if state == "asleep" and self.stacks and t.stacks_ok and "loader" not in s and (w := self._blocked_worker(t.pid, now)):
+        dump = collect_stacks(self.run_dir, {r: t.pid}, self.stack_wait_s).get(r, "")  # once per wait: is it the loader's?
+        s["loader"], stack = waits_on_loader(dump), _main_thread_stack(dump)
+        if s["loader"]: s["worker"] = w
+    if s.get("loader"): horizon = self.stall_after_s  # it waits on its DataLoader, whose worker is stuck on a lock
+    if idle_s < horizon:
+        if stack is not None: s["stack"], s["stack_t"] = stack, now
+        return False
     if not (self.stacks and t.stacks_ok): return True
-    stack = _main_thread_stack(collect_stacks(self.run_dir, {r: t.pid}, self.stack_wait_s).get(r, ""))
+    if stack is None: stack = _main_thread_stack(collect_stacks(self.run_dir, {r: t.pid}, self.stack_wait_s).get(r, ""))
     if s.get("stack") is None or s["stack"] != stack:  # first look, or it moved: look again later
         s["stack"], s["stack_t"] = stack, now
         return False
