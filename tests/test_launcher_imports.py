@@ -64,6 +64,17 @@ def test_on_a_gpu_machine_auto_is_nccl_on_every_gpu_and_the_launcher_never_impor
     assert sorted(re.findall(r"^rank (\d+): nccl ", p.stdout, re.M)) == sorted(str(r) for r in range(world)), p.stdout
     assert torch_modules(p.stderr) == []
 
+@pytest.mark.gpu
+def test_on_a_gpu_machine_a_lesson_with_more_ranks_than_gpus_runs_on_cpu_ranks(tmp_path):
+    "The lesson scripts take NCCL and cuda:LOCAL_RANK whenever torch sees a GPU; where `auto` chose gloo (a GPU short), their ranks see none."
+    import torch
+    n = torch.cuda.device_count() + 1
+    p = subprocess.run([sys.executable, "-m", "distlab.cli", "run", "uneven-batches", "--variant", "fixed", "--nproc", str(n),
+                        "--runs-root", str(tmp_path), "--json"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    o = json.loads(p.stdout)
+    assert o["status"] == "ok" and o["matched"] and len(o["steps_per_rank"]) == n, o
+
 COUNT_IN_TORCH = textwrap.dedent("""\
     import json, os, sys, torch
     out = []

@@ -11,12 +11,12 @@ from pathlib import Path
 from ..config import TrainConfig
 from ..contract import FAST_EXIT_ENV
 from ..rank.worker import worker_spec, load_rank_fn
-from ..run.launch import launch, Run, RunResult
+from ..run.launch import launch, Run, RunResult, gpu_driver_present, resolve_backend
 from . import Expect, Measured, NotRunnable, Scenario, get_scenario, unmet_needs
 
 # %% auto #0
-__all__ = ['ScenarioOutcome', 'measure', 'compare', 'scenario_outcome', 'start_scenario', 'run_scenario', 'cuda_missing',
-           'not_run_reason', 'not_run_outcome']
+__all__ = ['ScenarioOutcome', 'measure', 'compare', 'scenario_outcome', 'cpu_ranks_env', 'start_scenario', 'run_scenario',
+           'cuda_missing', 'not_run_reason', 'not_run_outcome']
 
 # %% ../../nbs/44_runner.ipynb #a72c81c6
 @dataclass(kw_only=True)
@@ -97,6 +97,12 @@ def _check_nproc(s: Scenario, nproc: int, variant: str | None = None):
         raise ValueError(f"nproc={nproc}: {s.id!r} variant {variant!r} ({v.description}) needs at least {v.min_nproc} ranks; "
                          f"use nproc>={v.min_nproc}, or another variant")
 
+def cpu_ranks_env(backend: str, nproc: int, env: dict | None = None, *,
+                  driver=gpu_driver_present) -> dict:  # () -> whether this host has a GPU driver
+    "{'CUDA_VISIBLE_DEVICES': ''} when this host has a GPU driver but the run's backend resolves to gloo (fewer GPUs than ranks, or gloo asked for); {} otherwise."
+    if not driver() or resolve_backend(backend, nproc, env) != "gloo": return {}
+    return {"CUDA_VISIBLE_DEVICES": ""}  # the lesson scripts take NCCL and cuda:LOCAL_RANK whenever torch sees a GPU
+
 def start_scenario(id: str, variant: str = "broken", *, nproc: int | None = None, backend: str = "auto",
                    runs_root: str | Path | None = None, timeout_s: float | None = None, train: dict | None = None,
                    on_line=None, on_diagnosis=None, on_exit=None, script: str | Path | None = None, name: str | None = None,
@@ -108,6 +114,7 @@ def start_scenario(id: str, variant: str = "broken", *, nproc: int | None = None
     if why := not_run_reason(s, nproc, variant=variant): raise NotRunnable(why)
     opts = {**s.launch_options, **launch_options}
     opts["env"] = {**(opts.get("env") or {}), FAST_EXIT_ENV: "1"}  # see distlab.rank.shim: torch's teardown abort is not the lesson
+    opts["env"] |= cpu_ranks_env(backend, nproc, opts["env"])  # 2 ranks on a 1-GPU host run on CPU, as distlab's backend says
     undo = load_rank_fn(s.setup)() if s.setup else None  # what else the machine holds: made before the ranks start
     if undo is not None: on_exit = _then(undo, on_exit)
     try: limits = _make_limits(s, nproc, opts, on_exit) if s.limits else None
