@@ -357,7 +357,7 @@ def start_fault(id: str,  # a `NODE_FAULTS` id
     try:
         if elastic:  # rank 0 saves to node 0's directory; every agent may run the job on 1 of 2 nodes and restart its ranks
             info["ckpt_dir"] = str(_root(runs_root) / f"{time.strftime('%Y%m%d-%H%M%S')}-checkpoints-{cluster.token}")
-            args.append(info["ckpt_dir"]); info["lines0"] = []
+            args.append(info["ckpt_dir"]); info["lines0"], info["lines1"] = [], []
             launch_kw = {"min_nnodes": 1, "max_restarts": ELASTIC_RESTARTS, "rdzv_conf": f"last_call_timeout={ELASTIC_LAST_CALL_S}"}
         if id == "node-firewall": info["setup"] = firewall_commands(cluster, allow_job=variant == "fixed")
         elif id == "node-loopback-hostname":
@@ -371,8 +371,8 @@ def start_fault(id: str,  # a `NODE_FAULTS` id
         def lines(node, rank, stream, line):
             if info["during"] and node == 1 and line.startswith("step 5 ") and info["cut_t"] is None:
                 info["cut_t"] = time.time(); subprocess.run(info["during"], check=True, capture_output=True)
+            if elastic and rank is not None: info[f"lines{node}"].append((time.time(), line))  # each node's ranks' lines, timed
             if elastic and node == 0 and rank is not None:
-                info["lines0"].append((time.time(), line))
                 if info["cut_t"] is not None and "reference" not in info and (m := RESUMED_LINE.match(line)):  # start the 1-rank twin now, alongside
                     info["reference"] = reference_from(Path(info["ckpt_dir"]) / m[1], script, args[0], threads=max(1, len(cluster.nodes[0].cores)))
             if on_line is not None: on_line(node, rank, stream, line)

@@ -19,8 +19,8 @@ from ..watch.analysis import RankTrack, tracks_from_events, rank_steps, rank_sta
 # %% auto #0
 __all__ = ['SCENARIO_FIGURES', 'write_sample_run', 'RunEvents', 'load_run', 'events_to_run', 'progress_window', 'plot_progress',
            'CollSpan', 'coll_spans', 'Divergence', 'divergence_of', 'run_diagnosis', 'divergence_window',
-           'plot_timeline', 'fig_png', 'run_scenario_id', 'scenario_figures', 'save_run_figures', 'write_figures',
-           'load_runs', 'save_cluster_figures']
+           'plot_timeline', 'plot_steps_over_time', 'fig_png', 'run_scenario_id', 'scenario_figures',
+           'save_run_figures', 'write_figures', 'load_runs', 'save_cluster_figures']
 
 # %% ../../nbs/50_plots.ipynb #404e603b
 def write_sample_run(run_dir: str | Path,  # directory to create (a run directory's layout)
@@ -416,6 +416,37 @@ def plot_timeline(run: RunEvents | str | Path,  # a run directory or events alre
         ax_all.set_yticks([]); ax_all.tick_params(labelsize=7)
         ax_all.set_title(f"whole run, {run_end_s:.1f} s (shaded: the window below)", fontsize=8, loc="left")
     _legend(ax, spans, extra, div)
+    return fig
+
+# %% ../../nbs/50_plots.ipynb #ce391406
+def plot_steps_over_time(series: dict[str, list[tuple[float, int]]],  # a label -> the (wall time, step) of each step it printed
+                         marks: Sequence[tuple[float, str]] = (),  # (wall time, what happened), drawn as dashed lines, the first in red
+                         t0: float | None = None,  # the time shown as 0 (default: the first mark, else the first step)
+                         title: str = "") -> Figure:
+    "Each series' steps against seconds, one line each, across restarts: a resume from a checkpoint shows as the line falling back to the checkpoint's step."
+    fig = Figure(figsize=(7, 3.2), layout="constrained")
+    ax = fig.subplots()
+    ts = [t for pts in series.values() for t, _ in pts]
+    t0 = t0 if t0 is not None else min([t for t, _ in marks] or ts or [0.0])
+    for i, (label, pts) in enumerate(series.items()):
+        pts = sorted(pts)
+        tr = offset_copy(ax.transData, fig=fig, y=1.6 * (i - (len(series) - 1) / 2), units="points")  # equal histories stay apart
+        ax.plot([t - t0 for t, _ in pts], [s for _, s in pts], "o-", ms=2.5, lw=1.2, color=_RANK_COLORS[i % len(_RANK_COLORS)],
+                label=f"{label}: {len(pts)} steps printed", transform=tr)
+    xs = [t - t0 for pts in series.values() for t, _ in pts] + [t - t0 for t, _ in marks]
+    mid = (min(xs) + max(xs)) / 2 if xs else 0.0
+    for j, (t, what) in enumerate(sorted(marks)):
+        ax.axvline(t - t0, color="tab:red" if j == 0 else "grey", ls="--", lw=1)
+        right = t - t0 > mid  # a mark in the right half is labelled on its left, inside the axes
+        ax.annotate(what, (t - t0, 1.0), xycoords=("data", "axes fraction"), xytext=(-3 if right else 3, -4 - 11 * j),
+                    textcoords="offset points", fontsize=8, va="top", ha="right" if right else "left")
+    ys = [s for pts in series.values() for _, s in pts] or [0]
+    if xs: pad = 0.03 * (max(xs) - min(xs) or 1.0); ax.set_xlim(min(xs) - pad, max(xs) + pad)  # set here: offset lines do not autoscale
+    ax.set_ylim(min(ys) - 0.05 * (max(ys) - min(ys)) - 0.5, max(ys) * 1.15 + 1)  # room for the marks' labels
+    ax.set_xlabel("seconds" + (" after the first mark" if marks else "")); ax.set_ylabel("step")
+    ax.grid(alpha=0.3)
+    if series: ax.legend(fontsize=8, loc="center")
+    if title: ax.set_title(title, fontsize=10)
     return fig
 
 # %% ../../nbs/50_plots.ipynb #8c02a0c6
