@@ -38,7 +38,7 @@ def main():
     data = ReadAhead(SAMPLES)
     if rank == 0: print(f"{len(data)} samples, the first one: {tuple(data[0][0].shape)}", flush=True)
     sampler = DistributedSampler(data, shuffle=False, drop_last=True)
-    loader = DataLoader(data, batch_size=BATCH, sampler=sampler, num_workers=WORKERS, timeout=10)  # a stuck batch raises
+    loader = DataLoader(data, batch_size=BATCH, sampler=sampler, num_workers=WORKERS, timeout=5)  # a stuck batch raises after 5 s
     torch.manual_seed(0)
     model = DDP(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4)).to(device))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
