@@ -73,15 +73,19 @@ def _user_frames(frames: list[str]) -> list[str]:
         prev_torch = is_torch
     return out
 
-def _main_thread_stack(dump: str) -> list[str]:
-    "The frames of the thread that was busy (not distlab's heartbeat) from a faulthandler dump."
+def _main_thread_frames(dump: str) -> list[str]:
+    "Every frame line of the thread that was busy (not distlab's heartbeat) in a faulthandler dump, torch's and distlab's included."
     blocks, cur = [], None
     for line in dump.splitlines():
         if line.startswith(("Thread 0x", "Current thread 0x")): cur = [line]; blocks.append(cur)
         elif cur is not None and line.strip(): cur.append(line.strip())
     blocks = [b for b in blocks if not any("distlab/rank/ledger.py" in l and "beat" in l for l in b)]
     main = next((b for b in blocks if any("<module>" in l for l in b)), blocks[0] if blocks else [])
-    return _user_frames(main[1:])
+    return main[1:]
+
+def _main_thread_stack(dump: str) -> list[str]:
+    "The frames of the thread that was busy (not distlab's heartbeat) from a faulthandler dump, without distlab's machinery."
+    return _user_frames(_main_thread_frames(dump))
 
 # %% ../../nbs/25_diagnosis.ipynb #012b02e5
 COLLECTIVE_RULE = ("A collective (all_reduce, barrier, a DDP gradient bucket, ...) is a meeting: gloo and NCCL "

@@ -12,7 +12,7 @@ from ..contract import events_path, heartbeat_path, stacks_path, stacks_request_
 from ..rank.events import EventTail
 from ..rank.tape import TapeReader, salvage
 from .analysis import RankTrack, rank_summary, find_stall
-from .diagnosis import Diagnosis, _main_thread_stack
+from .diagnosis import Diagnosis, _main_thread_stack, _main_thread_frames
 from .rules import diagnose
 from fastcore.basics import patch, patch_to  # the Watcher's methods, one group per cell
 
@@ -159,12 +159,7 @@ LOADER_FILE = "torch/utils/data/dataloader.py"  # a main thread with this file o
 
 def waits_on_loader(dump: str) -> bool:
     "True when the main thread of a faulthandler `dump` is inside a DataLoader's iteration (waiting for its workers' batches)."
-    blocks, cur = [], None
-    for line in dump.splitlines():
-        if line.startswith(("Thread 0x", "Current thread 0x")): cur = [line]; blocks.append(cur)
-        elif cur is not None: cur.append(line)
-    main = next((b for b in blocks if any("<module>" in l for l in b)), blocks[0] if blocks else [])
-    return any(LOADER_FILE in l for l in main)
+    return any(LOADER_FILE in l for l in _main_thread_frames(dump))
 
 def main_thread_syscall(pid: int) -> str | None:
     "What the main thread of `pid` is doing in the kernel: `running`, a syscall number, or None when unreadable."
