@@ -13,9 +13,10 @@ from .steps import WARMUP_STEPS, Arrivals, RankSteps, StepBreakdown, Straggler, 
 # %% auto #0
 __all__ = ['STRAGGLER_MIN_RATIO', 'STRAGGLER_MIN_LOST_SHARE', 'STRAGGLER_MIN_WAIT_SHARE', 'STRAGGLER_MIN_STEPS',
            'LIVE_WINDOW_STEPS', 'STRAGGLER_MIN_LAST_SHARE', 'STRAGGLER_MIN_HELD', 'STRAGGLER_ARRIVAL_SHARE',
-           'STRAGGLER_MIN_GAP_SHARE', 'ARRIVAL_MIN_SPREAD', 'ARRIVAL_MIN_PAIRS', 'ARRIVAL_MAX_STEPS', 'STRAGGLER_WHY',
-           'OVERSUBSCRIBED_WHY', 'is_straggler', 'waited_for', 'ddp_arrivals', 'ddp_breakdown', 'straggler_diagnosis',
-           'straggler_rule', 'oversubscribed_hosts', 'oversubscribed_threads_rule']
+           'STRAGGLER_MIN_GAP_SHARE', 'STRAGGLER_MIN_WAITED_SHARE', 'ARRIVAL_MIN_SPREAD', 'ARRIVAL_MIN_PAIRS',
+           'ARRIVAL_MAX_STEPS', 'STRAGGLER_WHY', 'OVERSUBSCRIBED_WHY', 'is_straggler', 'waits_after_arrival',
+           'waited_for', 'ddp_arrivals', 'ddp_breakdown', 'straggler_diagnosis', 'straggler_rule',
+           'oversubscribed_hosts', 'oversubscribed_threads_rule']
 
 # %% ../../nbs/29a_perf_rules.ipynb #33d76361
 STRAGGLER_MIN_RATIO = 2.0        # its compute against the median of the others'
@@ -29,20 +30,30 @@ STRAGGLER_ARRIVAL_SHARE = 0.5    # ... asked only where its late arrival is at l
 STRAGGLER_MIN_GAP_SHARE = 0.15   # ... and where they do follow it, its lateness (what they lose) at least this share of the step
 # (recorded: the straggler lesson's broken run 0.23, one rank with most of the batch 0.34; a resume-drift fixed run in CI, both
 #  ranks alike on 2 shared cores, 0.4 ms late in a 3.6 ms step, 0.11, was named before this floor)
+STRAGGLER_MIN_WAITED_SHARE = 0.5  # ... or, with a shorter lateness, their wait past its own at least this share of the step
+# (node-straggler, a node under a 0.2-core quota: lateness 0.14-0.19 of a 110-130 ms step, since most of its slowness is in
+#  backward itself, and the others wait 0.75 of the step longer than it does)
 
 def is_straggler(s: Straggler | None) -> bool:
     "True when `s` (from `distlab.watch.steps.straggler`) passes every threshold above."
     if s is None or s.steps < STRAGGLER_MIN_STEPS: return False
-    if s.arrivals is not None and not waited_for(s.arrivals, s.rank, s.others_wait_s, s.step_s): return False  # a plain script: the waiting, measured
+    if s.arrivals is not None and not waited_for(s.arrivals, s.rank, s.others_wait_s, s.step_s, s.own_wait_s): return False  # a plain script: the waiting, measured
     return (s.ratio >= STRAGGLER_MIN_RATIO and s.lost_share >= STRAGGLER_MIN_LOST_SHARE
             and s.others_wait_s - s.own_wait_s >= STRAGGLER_MIN_WAIT_SHARE * s.lost_s)
 
-def waited_for(a: Arrivals, rank: int, others_wait_s: float | None = None, step_s: float | None = None) -> bool:
+def waits_after_arrival(a: Arrivals, others_wait_s: float | None) -> bool:
+    "True when most of the others' wait comes after the slow rank entered backward: they wait for its own backward."
+    return others_wait_s is not None and a.gap_s < STRAGGLER_ARRIVAL_SHARE * others_wait_s
+
+def waited_for(a: Arrivals, rank: int, others_wait_s: float | None = None, step_s: float | None = None,
+               own_wait_s: float | None = None) -> bool:
     "True when `rank` enters backward last in most steps and the others wait for it: their time in backward follows its lateness (`Arrivals.held`), the steps are too alike to tell, or most of their wait comes after it arrived (its own backward is what they wait for, and that is its compute)."
     if a.rank != rank or a.last_steps < STRAGGLER_MIN_LAST_SHARE * a.steps: return False
     if a.held is None: return True
-    if a.held >= STRAGGLER_MIN_HELD: return step_s is None or a.gap_s >= STRAGGLER_MIN_GAP_SHARE * step_s  # they lose its lateness: is it worth saying?
-    return others_wait_s is not None and a.gap_s < STRAGGLER_ARRIVAL_SHARE * others_wait_s
+    if a.held < STRAGGLER_MIN_HELD: return waits_after_arrival(a, others_wait_s)
+    if step_s is None or a.gap_s >= STRAGGLER_MIN_GAP_SHARE * step_s: return True  # they lose its lateness: is it worth saying?
+    return (waits_after_arrival(a, others_wait_s) and own_wait_s is not None  # a short lateness, then its slow backward
+            and others_wait_s - own_wait_s >= STRAGGLER_MIN_WAITED_SHARE * step_s)
 
 
 # %% ../../nbs/29a_perf_rules.ipynb #3c36da96
@@ -104,19 +115,20 @@ STRAGGLER_WHY = ("Data-parallel training is synchronous: every step ends with an
     "process), a CPU rank competing for cores (more threads than cores, another job on the node), or a rank given "
     "more data than the others.")
 
-def _arrivals_text(a: Arrivals) -> str:
+def _arrivals_text(a: Arrivals, others_wait_s: float | None = None) -> str:
     last = f"; it enters backward last in {a.last_steps} of {a.steps} steps, a median {_ms(a.gap_s)} after the others"
     if a.held is None: return last + (" (its steps are too alike to measure whether the others wait for it: the figures "
                                       "are estimated from each rank's time outside backward)")
     if a.held < STRAGGLER_MIN_HELD: return last + ", and the others wait mostly after it has arrived, while its own backward runs"
-    return last + f", and {a.held:.0%} of that lateness adds to their time in backward"
+    held = last + f", and {a.held:.0%} of that lateness adds to their time in backward"
+    return held + (", where they wait on while its own backward runs" if waits_after_arrival(a, others_wait_s) else "")
 
 def straggler_diagnosis(s: Straggler) -> Diagnosis:
     "The `straggler` Diagnosis for `s`: who, its compute against the others' wait, the loss per step (with a plain script's arrivals), and the fix."
     head = (f"rank {s.rank} computes {_ms(s.compute_s)} per step, {s.ratio:.1f}x the others' {_ms(s.others_compute_s)}; "
             f"they wait {_ms(s.others_wait_s)} per step for it in communication: the job loses {_ms(s.lost_s)} per step "
             f"({s.lost_share:.0%} of its {_ms(s.step_s)} step)")
-    if s.arrivals is not None: head += _arrivals_text(s.arrivals)
+    if s.arrivals is not None: head += _arrivals_text(s.arrivals, s.others_wait_s)
     fix = (f"Give rank {s.rank} a smaller share of the global batch, in proportion to its measured speed (samples per "
            "second of compute over the first steps), and scale each rank's loss by its share so the averaged "
            "gradient stays the global batch's mean. Then look at why it is slow: on a GPU, `nvidia-smi` for its "
